@@ -1,0 +1,29 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by every backend, compared with errors.Is.
+var (
+	// ErrJobNotFound: no job has this id (never existed, or deleted).
+	ErrJobNotFound = errors.New("job not found")
+	// ErrDedupNotFound: no live dedup record for (queue, key).
+	ErrDedupNotFound = errors.New("idempotency key not found")
+	// ErrIdempotencyKeyConflict: a live record holds the key with a different
+	// payload fingerprint, and the queue rejects mismatches.
+	ErrIdempotencyKeyConflict = errors.New("idempotency key conflict")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store closed")
+)
+
+// JobError names the job of a batch that made an atomic batch fail.
+type JobError struct {
+	Index int
+	Err   error
+}
+
+func (e *JobError) Error() string { return fmt.Sprintf("job %d: %v", e.Index, e.Err) }
+
+func (e *JobError) Unwrap() error { return e.Err }

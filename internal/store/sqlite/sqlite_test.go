@@ -1,0 +1,54 @@
+package sqlite_test
+
+import (
+	"context"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/sqlite"
+	"github.com/sepp-dev/sepp/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir()})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		return s
+	})
+}
+
+// TestReopenKeepsData checks that what one Store committed is there for the next.
+func TestReopenKeepsData(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Options{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "k"
+	res, err := s.EnqueueBatch(ctx, &store.EnqueueBatchParams{Jobs: []store.EnqueueJob{{
+		Queue: "q", JobType: "t", IdempotencyKey: &k, DedupWindow: 3600e9, MaxAttempts: 1,
+	}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatal(err, res)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = sqlite.Open(ctx, sqlite.Options{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.GetJob(ctx, &store.GetJobParams{ID: res[0].JobID}); err != nil {
+		t.Fatalf("job lost across reopen: %v", err)
+	}
+}

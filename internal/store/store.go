@@ -1,0 +1,237 @@
+// Package store defines the one seam between Sepp's server and its storage
+// backends: the Store interface, at the level of Sepp's operations (enqueue a
+// batch with dedup, read a job, cancel, look up and release dedup records,
+// sweep), its parameter types and its sentinel errors.
+//
+// Validation that depends on configuration (key length, payload size, strict
+// mode, job types) happens before a call reaches the store; the store makes each
+// operation atomic and durable, and decides everything that needs stored state
+// (is this key already recorded? does the payload match?). Every backend runs
+// the conformance suite in package storetest.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"time"
+)
+
+// Store is implemented by every backend. All methods are safe for concurrent
+// use. A method that returns without error has made its writes durable.
+type Store interface {
+	// EnqueueBatch enqueues jobs with deduplication. It returns one result per
+	// job, in order. With Atomic set, either every job is written (dedup hits
+	// count as success) or nothing is, and the error is a *JobError naming the
+	// first job that failed.
+	EnqueueBatch(ctx context.Context, params *EnqueueBatchParams) ([]EnqueueResult, error)
+
+	// GetJob reads one job. It returns ErrJobNotFound for unknown ids.
+	GetJob(ctx context.Context, params *GetJobParams) (*Job, error)
+
+	// CancelJob moves a job that has not finished to JobStateCancelled. A job
+	// that already finished is returned unchanged.
+	CancelJob(ctx context.Context, params *CancelJobParams) (*Job, error)
+
+	// LookupDedup reads the live dedup record of (queue, key) and what became of
+	// its job. A record at or past its expiry is reported as not found.
+	LookupDedup(ctx context.Context, params *LookupDedupParams) (*DedupLookup, error)
+
+	// ReleaseDedup deletes the live dedup record of (queue, key), if any, and
+	// returns it. It never touches the job.
+	ReleaseDedup(ctx context.Context, params *ReleaseDedupParams) (*DedupRecord, error)
+
+	// Sweep deletes expired dedup records and jobs past their retention, at most
+	// params.Limit rows of each kind per call, oldest first.
+	Sweep(ctx context.Context, params *SweepParams) (*SweepResult, error)
+
+	// Close releases the store's resources. Calls after Close fail with ErrClosed.
+	Close() error
+}
+
+// JobState is where a job is in its lifecycle. The values match the wire enum.
+type JobState int
+
+const (
+	JobStateScheduled JobState = 1
+	JobStateAvailable JobState = 2
+	JobStateReserved  JobState = 3
+	JobStateCompleted JobState = 4
+	JobStateDead      JobState = 5
+	JobStateCancelled JobState = 6
+	// JobStateDeleted is reported by LookupDedup when the record lives but
+	// the job was deleted by retention. No stored job is ever in this state.
+	JobStateDeleted JobState = 7
+)
+
+// Finalized reports whether a job in state s will never run again.
+func (s JobState) Finalized() bool {
+	return s == JobStateCompleted || s == JobStateDead || s == JobStateCancelled
+}
+
+func (s JobState) String() string {
+	switch s {
+	case JobStateScheduled:
+		return "scheduled"
+	case JobStateAvailable:
+		return "available"
+	case JobStateReserved:
+		return "reserved"
+	case JobStateCompleted:
+		return "completed"
+	case JobStateDead:
+		return "dead"
+	case JobStateCancelled:
+		return "cancelled"
+	case JobStateDeleted:
+		return "deleted"
+	}
+	return "unknown"
+}
+
+// JobID is a job's identifier: a UUIDv7, unique across nodes and sortable by
+// creation time.
+type JobID [16]byte
+
+// Fingerprint is SHA-256 over a job's type and payload.
+type Fingerprint [sha256.Size]byte
+
+// NewFingerprint returns the fingerprint of a job type and payload. The type is
+// length-prefixed so that ("ab", "c") and ("a", "bc") differ.
+func NewFingerprint(jobType string, payload []byte) Fingerprint {
+	h := sha256.New()
+	var n [8]byte
+	l := uint64(len(jobType))
+	for i := range n {
+		n[i] = byte(l >> (56 - 8*i))
+	}
+	h.Write(n[:])
+	h.Write([]byte(jobType))
+	h.Write(payload)
+	var f Fingerprint
+	h.Sum(f[:0])
+	return f
+}
+
+// Job is a stored job.
+type Job struct {
+	ID             JobID
+	Queue          string
+	JobType        string
+	Payload        []byte
+	IdempotencyKey *string
+	Priority       int32
+	RunAt          time.Time
+	MaxAttempts    int32
+	Attempts       int32
+	Headers        map[string]string
+	State          JobState
+	CreatedAt      time.Time
+	FinalizedAt    time.Time // zero until the job is finalized
+	Result         []byte
+	LastError      string
+}
+
+// EnqueueJob is one job to enqueue, already validated, with its queue's
+// dedup settings resolved.
+type EnqueueJob struct {
+	Queue          string
+	JobType        string
+	Payload        []byte
+	IdempotencyKey *string // nil: no dedup
+	Priority       int32
+	RunAt          time.Time // zero: now
+	MaxAttempts    int32
+	Headers        map[string]string
+
+	// DedupWindow is how long the dedup record is honoured.
+	DedupWindow time.Duration
+	// RejectMismatch makes a hit with a different fingerprint fail with
+	// ErrIdempotencyKeyConflict instead of returning the original.
+	RejectMismatch bool
+}
+
+// EnqueueBatchParams are the parameters of Store.EnqueueBatch.
+type EnqueueBatchParams struct {
+	Jobs   []EnqueueJob
+	Atomic bool
+	// Now is the enqueue time: created_at, first_enqueued_at, and the instant
+	// against which dedup expiry is judged.
+	Now time.Time
+}
+
+// EnqueueResult is the outcome of one job of a batch.
+type EnqueueResult struct {
+	JobID        JobID
+	Deduplicated bool
+	// PayloadMismatch is set on a hit whose fingerprint differs from the
+	// stored one.
+	PayloadMismatch bool
+	// OriginalEnqueuedAt is the dedup record's first_enqueued_at (keyed jobs).
+	OriginalEnqueuedAt time.Time
+	// ExpiresAt is when the dedup record stops being honoured (keyed jobs).
+	ExpiresAt time.Time
+	// Err is set when this job was not enqueued (non-atomic batches only).
+	Err error
+}
+
+// GetJobParams are the parameters of Store.GetJob.
+type GetJobParams struct {
+	ID JobID
+}
+
+// CancelJobParams are the parameters of Store.CancelJob.
+type CancelJobParams struct {
+	ID  JobID
+	Now time.Time
+}
+
+// LookupDedupParams are the parameters of Store.LookupDedup.
+type LookupDedupParams struct {
+	Queue string
+	Key   string
+	Now   time.Time
+}
+
+// DedupRecord is a stored dedup record.
+type DedupRecord struct {
+	Queue           string
+	Key             string
+	JobID           JobID
+	FirstEnqueuedAt time.Time
+	ExpiresAt       time.Time
+	Fingerprint     Fingerprint
+	Hits            int64
+}
+
+// DedupLookup is a live dedup record and the current state of its job.
+type DedupLookup struct {
+	Record DedupRecord
+	// JobState is JobStateDeleted when the job no longer exists.
+	JobState JobState
+	// Result is the job's result, if it completed with one.
+	Result []byte
+}
+
+// ReleaseDedupParams are the parameters of Store.ReleaseDedup.
+type ReleaseDedupParams struct {
+	Queue string
+	Key   string
+	Now   time.Time
+}
+
+// SweepParams are the parameters of Store.Sweep.
+type SweepParams struct {
+	Now time.Time
+	// Limit bounds the rows deleted of each kind in this call.
+	Limit int
+	// CompletedRetention is how long COMPLETED and CANCELLED jobs are kept
+	// after they finalize; DeadRetention the same for DEAD jobs.
+	CompletedRetention time.Duration
+	DeadRetention      time.Duration
+}
+
+// SweepResult counts what one Sweep call deleted.
+type SweepResult struct {
+	DedupRecords int
+	Jobs         int
+}
