@@ -52,12 +52,12 @@ const (
 
 // AdminServiceClient is a client for the sepp.v1.AdminService service.
 type AdminServiceClient interface {
-	ListQueues(context.Context, *connect.Request[v1.ListQueuesRequest]) (*connect.Response[v1.ListQueuesResponse], error)
-	ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error)
-	RequeueDeadJobs(context.Context, *connect.Request[v1.RequeueDeadJobsRequest]) (*connect.Response[v1.RequeueDeadJobsResponse], error)
-	PurgeDeadJobs(context.Context, *connect.Request[v1.PurgeDeadJobsRequest]) (*connect.Response[v1.PurgeDeadJobsResponse], error)
-	PauseQueue(context.Context, *connect.Request[v1.PauseQueueRequest]) (*connect.Response[v1.PauseQueueResponse], error)
-	ResumeQueue(context.Context, *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.ResumeQueueResponse], error)
+	ListQueues(context.Context, *v1.ListQueuesRequest) (*v1.ListQueuesResponse, error)
+	ListJobs(context.Context, *v1.ListJobsRequest) (*v1.ListJobsResponse, error)
+	RequeueDeadJobs(context.Context, *v1.RequeueDeadJobsRequest) (*v1.RequeueDeadJobsResponse, error)
+	PurgeDeadJobs(context.Context, *v1.PurgeDeadJobsRequest) (*v1.PurgeDeadJobsResponse, error)
+	PauseQueue(context.Context, *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error)
+	ResumeQueue(context.Context, *v1.ResumeQueueRequest) (*v1.ResumeQueueResponse, error)
 }
 
 // NewAdminServiceClient constructs a client for the sepp.v1.AdminService service. By default, it
@@ -121,43 +121,67 @@ type adminServiceClient struct {
 }
 
 // ListQueues calls sepp.v1.AdminService.ListQueues.
-func (c *adminServiceClient) ListQueues(ctx context.Context, req *connect.Request[v1.ListQueuesRequest]) (*connect.Response[v1.ListQueuesResponse], error) {
-	return c.listQueues.CallUnary(ctx, req)
+func (c *adminServiceClient) ListQueues(ctx context.Context, req *v1.ListQueuesRequest) (*v1.ListQueuesResponse, error) {
+	response, err := c.listQueues.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // ListJobs calls sepp.v1.AdminService.ListJobs.
-func (c *adminServiceClient) ListJobs(ctx context.Context, req *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error) {
-	return c.listJobs.CallUnary(ctx, req)
+func (c *adminServiceClient) ListJobs(ctx context.Context, req *v1.ListJobsRequest) (*v1.ListJobsResponse, error) {
+	response, err := c.listJobs.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // RequeueDeadJobs calls sepp.v1.AdminService.RequeueDeadJobs.
-func (c *adminServiceClient) RequeueDeadJobs(ctx context.Context, req *connect.Request[v1.RequeueDeadJobsRequest]) (*connect.Response[v1.RequeueDeadJobsResponse], error) {
-	return c.requeueDeadJobs.CallUnary(ctx, req)
+func (c *adminServiceClient) RequeueDeadJobs(ctx context.Context, req *v1.RequeueDeadJobsRequest) (*v1.RequeueDeadJobsResponse, error) {
+	response, err := c.requeueDeadJobs.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // PurgeDeadJobs calls sepp.v1.AdminService.PurgeDeadJobs.
-func (c *adminServiceClient) PurgeDeadJobs(ctx context.Context, req *connect.Request[v1.PurgeDeadJobsRequest]) (*connect.Response[v1.PurgeDeadJobsResponse], error) {
-	return c.purgeDeadJobs.CallUnary(ctx, req)
+func (c *adminServiceClient) PurgeDeadJobs(ctx context.Context, req *v1.PurgeDeadJobsRequest) (*v1.PurgeDeadJobsResponse, error) {
+	response, err := c.purgeDeadJobs.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // PauseQueue calls sepp.v1.AdminService.PauseQueue.
-func (c *adminServiceClient) PauseQueue(ctx context.Context, req *connect.Request[v1.PauseQueueRequest]) (*connect.Response[v1.PauseQueueResponse], error) {
-	return c.pauseQueue.CallUnary(ctx, req)
+func (c *adminServiceClient) PauseQueue(ctx context.Context, req *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error) {
+	response, err := c.pauseQueue.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // ResumeQueue calls sepp.v1.AdminService.ResumeQueue.
-func (c *adminServiceClient) ResumeQueue(ctx context.Context, req *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.ResumeQueueResponse], error) {
-	return c.resumeQueue.CallUnary(ctx, req)
+func (c *adminServiceClient) ResumeQueue(ctx context.Context, req *v1.ResumeQueueRequest) (*v1.ResumeQueueResponse, error) {
+	response, err := c.resumeQueue.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // AdminServiceHandler is an implementation of the sepp.v1.AdminService service.
 type AdminServiceHandler interface {
-	ListQueues(context.Context, *connect.Request[v1.ListQueuesRequest]) (*connect.Response[v1.ListQueuesResponse], error)
-	ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error)
-	RequeueDeadJobs(context.Context, *connect.Request[v1.RequeueDeadJobsRequest]) (*connect.Response[v1.RequeueDeadJobsResponse], error)
-	PurgeDeadJobs(context.Context, *connect.Request[v1.PurgeDeadJobsRequest]) (*connect.Response[v1.PurgeDeadJobsResponse], error)
-	PauseQueue(context.Context, *connect.Request[v1.PauseQueueRequest]) (*connect.Response[v1.PauseQueueResponse], error)
-	ResumeQueue(context.Context, *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.ResumeQueueResponse], error)
+	ListQueues(context.Context, *v1.ListQueuesRequest) (*v1.ListQueuesResponse, error)
+	ListJobs(context.Context, *v1.ListJobsRequest) (*v1.ListJobsResponse, error)
+	RequeueDeadJobs(context.Context, *v1.RequeueDeadJobsRequest) (*v1.RequeueDeadJobsResponse, error)
+	PurgeDeadJobs(context.Context, *v1.PurgeDeadJobsRequest) (*v1.PurgeDeadJobsResponse, error)
+	PauseQueue(context.Context, *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error)
+	ResumeQueue(context.Context, *v1.ResumeQueueRequest) (*v1.ResumeQueueResponse, error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -167,37 +191,37 @@ type AdminServiceHandler interface {
 // and JSON codecs. They also support gzip compression.
 func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
 	adminServiceMethods := v1.File_sepp_v1_admin_proto.Services().ByName("AdminService").Methods()
-	adminServiceListQueuesHandler := connect.NewUnaryHandler(
+	adminServiceListQueuesHandler := connect.NewUnaryHandlerSimple(
 		AdminServiceListQueuesProcedure,
 		svc.ListQueues,
 		connect.WithSchema(adminServiceMethods.ByName("ListQueues")),
 		connect.WithHandlerOptions(opts...),
 	)
-	adminServiceListJobsHandler := connect.NewUnaryHandler(
+	adminServiceListJobsHandler := connect.NewUnaryHandlerSimple(
 		AdminServiceListJobsProcedure,
 		svc.ListJobs,
 		connect.WithSchema(adminServiceMethods.ByName("ListJobs")),
 		connect.WithHandlerOptions(opts...),
 	)
-	adminServiceRequeueDeadJobsHandler := connect.NewUnaryHandler(
+	adminServiceRequeueDeadJobsHandler := connect.NewUnaryHandlerSimple(
 		AdminServiceRequeueDeadJobsProcedure,
 		svc.RequeueDeadJobs,
 		connect.WithSchema(adminServiceMethods.ByName("RequeueDeadJobs")),
 		connect.WithHandlerOptions(opts...),
 	)
-	adminServicePurgeDeadJobsHandler := connect.NewUnaryHandler(
+	adminServicePurgeDeadJobsHandler := connect.NewUnaryHandlerSimple(
 		AdminServicePurgeDeadJobsProcedure,
 		svc.PurgeDeadJobs,
 		connect.WithSchema(adminServiceMethods.ByName("PurgeDeadJobs")),
 		connect.WithHandlerOptions(opts...),
 	)
-	adminServicePauseQueueHandler := connect.NewUnaryHandler(
+	adminServicePauseQueueHandler := connect.NewUnaryHandlerSimple(
 		AdminServicePauseQueueProcedure,
 		svc.PauseQueue,
 		connect.WithSchema(adminServiceMethods.ByName("PauseQueue")),
 		connect.WithHandlerOptions(opts...),
 	)
-	adminServiceResumeQueueHandler := connect.NewUnaryHandler(
+	adminServiceResumeQueueHandler := connect.NewUnaryHandlerSimple(
 		AdminServiceResumeQueueProcedure,
 		svc.ResumeQueue,
 		connect.WithSchema(adminServiceMethods.ByName("ResumeQueue")),
@@ -226,26 +250,26 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 // UnimplementedAdminServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedAdminServiceHandler struct{}
 
-func (UnimplementedAdminServiceHandler) ListQueues(context.Context, *connect.Request[v1.ListQueuesRequest]) (*connect.Response[v1.ListQueuesResponse], error) {
+func (UnimplementedAdminServiceHandler) ListQueues(context.Context, *v1.ListQueuesRequest) (*v1.ListQueuesResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.ListQueues is not implemented"))
 }
 
-func (UnimplementedAdminServiceHandler) ListJobs(context.Context, *connect.Request[v1.ListJobsRequest]) (*connect.Response[v1.ListJobsResponse], error) {
+func (UnimplementedAdminServiceHandler) ListJobs(context.Context, *v1.ListJobsRequest) (*v1.ListJobsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.ListJobs is not implemented"))
 }
 
-func (UnimplementedAdminServiceHandler) RequeueDeadJobs(context.Context, *connect.Request[v1.RequeueDeadJobsRequest]) (*connect.Response[v1.RequeueDeadJobsResponse], error) {
+func (UnimplementedAdminServiceHandler) RequeueDeadJobs(context.Context, *v1.RequeueDeadJobsRequest) (*v1.RequeueDeadJobsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.RequeueDeadJobs is not implemented"))
 }
 
-func (UnimplementedAdminServiceHandler) PurgeDeadJobs(context.Context, *connect.Request[v1.PurgeDeadJobsRequest]) (*connect.Response[v1.PurgeDeadJobsResponse], error) {
+func (UnimplementedAdminServiceHandler) PurgeDeadJobs(context.Context, *v1.PurgeDeadJobsRequest) (*v1.PurgeDeadJobsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.PurgeDeadJobs is not implemented"))
 }
 
-func (UnimplementedAdminServiceHandler) PauseQueue(context.Context, *connect.Request[v1.PauseQueueRequest]) (*connect.Response[v1.PauseQueueResponse], error) {
+func (UnimplementedAdminServiceHandler) PauseQueue(context.Context, *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.PauseQueue is not implemented"))
 }
 
-func (UnimplementedAdminServiceHandler) ResumeQueue(context.Context, *connect.Request[v1.ResumeQueueRequest]) (*connect.Response[v1.ResumeQueueResponse], error) {
+func (UnimplementedAdminServiceHandler) ResumeQueue(context.Context, *v1.ResumeQueueRequest) (*v1.ResumeQueueResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.ResumeQueue is not implemented"))
 }

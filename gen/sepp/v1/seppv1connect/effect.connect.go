@@ -51,11 +51,11 @@ const (
 
 // EffectServiceClient is a client for the sepp.v1.EffectService service.
 type EffectServiceClient interface {
-	ClaimEffect(context.Context, *connect.Request[v1.ClaimEffectRequest]) (*connect.Response[v1.ClaimEffectResponse], error)
-	CompleteEffect(context.Context, *connect.Request[v1.CompleteEffectRequest]) (*connect.Response[v1.CompleteEffectResponse], error)
-	ReleaseEffect(context.Context, *connect.Request[v1.ReleaseEffectRequest]) (*connect.Response[v1.ReleaseEffectResponse], error)
-	ExtendEffectLease(context.Context, *connect.Request[v1.ExtendEffectLeaseRequest]) (*connect.Response[v1.ExtendEffectLeaseResponse], error)
-	GetEffect(context.Context, *connect.Request[v1.GetEffectRequest]) (*connect.Response[v1.GetEffectResponse], error)
+	ClaimEffect(context.Context, *v1.ClaimEffectRequest) (*v1.ClaimEffectResponse, error)
+	CompleteEffect(context.Context, *v1.CompleteEffectRequest) (*v1.CompleteEffectResponse, error)
+	ReleaseEffect(context.Context, *v1.ReleaseEffectRequest) (*v1.ReleaseEffectResponse, error)
+	ExtendEffectLease(context.Context, *v1.ExtendEffectLeaseRequest) (*v1.ExtendEffectLeaseResponse, error)
+	GetEffect(context.Context, *v1.GetEffectRequest) (*v1.GetEffectResponse, error)
 }
 
 // NewEffectServiceClient constructs a client for the sepp.v1.EffectService service. By default, it
@@ -112,37 +112,57 @@ type effectServiceClient struct {
 }
 
 // ClaimEffect calls sepp.v1.EffectService.ClaimEffect.
-func (c *effectServiceClient) ClaimEffect(ctx context.Context, req *connect.Request[v1.ClaimEffectRequest]) (*connect.Response[v1.ClaimEffectResponse], error) {
-	return c.claimEffect.CallUnary(ctx, req)
+func (c *effectServiceClient) ClaimEffect(ctx context.Context, req *v1.ClaimEffectRequest) (*v1.ClaimEffectResponse, error) {
+	response, err := c.claimEffect.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // CompleteEffect calls sepp.v1.EffectService.CompleteEffect.
-func (c *effectServiceClient) CompleteEffect(ctx context.Context, req *connect.Request[v1.CompleteEffectRequest]) (*connect.Response[v1.CompleteEffectResponse], error) {
-	return c.completeEffect.CallUnary(ctx, req)
+func (c *effectServiceClient) CompleteEffect(ctx context.Context, req *v1.CompleteEffectRequest) (*v1.CompleteEffectResponse, error) {
+	response, err := c.completeEffect.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // ReleaseEffect calls sepp.v1.EffectService.ReleaseEffect.
-func (c *effectServiceClient) ReleaseEffect(ctx context.Context, req *connect.Request[v1.ReleaseEffectRequest]) (*connect.Response[v1.ReleaseEffectResponse], error) {
-	return c.releaseEffect.CallUnary(ctx, req)
+func (c *effectServiceClient) ReleaseEffect(ctx context.Context, req *v1.ReleaseEffectRequest) (*v1.ReleaseEffectResponse, error) {
+	response, err := c.releaseEffect.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // ExtendEffectLease calls sepp.v1.EffectService.ExtendEffectLease.
-func (c *effectServiceClient) ExtendEffectLease(ctx context.Context, req *connect.Request[v1.ExtendEffectLeaseRequest]) (*connect.Response[v1.ExtendEffectLeaseResponse], error) {
-	return c.extendEffectLease.CallUnary(ctx, req)
+func (c *effectServiceClient) ExtendEffectLease(ctx context.Context, req *v1.ExtendEffectLeaseRequest) (*v1.ExtendEffectLeaseResponse, error) {
+	response, err := c.extendEffectLease.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // GetEffect calls sepp.v1.EffectService.GetEffect.
-func (c *effectServiceClient) GetEffect(ctx context.Context, req *connect.Request[v1.GetEffectRequest]) (*connect.Response[v1.GetEffectResponse], error) {
-	return c.getEffect.CallUnary(ctx, req)
+func (c *effectServiceClient) GetEffect(ctx context.Context, req *v1.GetEffectRequest) (*v1.GetEffectResponse, error) {
+	response, err := c.getEffect.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // EffectServiceHandler is an implementation of the sepp.v1.EffectService service.
 type EffectServiceHandler interface {
-	ClaimEffect(context.Context, *connect.Request[v1.ClaimEffectRequest]) (*connect.Response[v1.ClaimEffectResponse], error)
-	CompleteEffect(context.Context, *connect.Request[v1.CompleteEffectRequest]) (*connect.Response[v1.CompleteEffectResponse], error)
-	ReleaseEffect(context.Context, *connect.Request[v1.ReleaseEffectRequest]) (*connect.Response[v1.ReleaseEffectResponse], error)
-	ExtendEffectLease(context.Context, *connect.Request[v1.ExtendEffectLeaseRequest]) (*connect.Response[v1.ExtendEffectLeaseResponse], error)
-	GetEffect(context.Context, *connect.Request[v1.GetEffectRequest]) (*connect.Response[v1.GetEffectResponse], error)
+	ClaimEffect(context.Context, *v1.ClaimEffectRequest) (*v1.ClaimEffectResponse, error)
+	CompleteEffect(context.Context, *v1.CompleteEffectRequest) (*v1.CompleteEffectResponse, error)
+	ReleaseEffect(context.Context, *v1.ReleaseEffectRequest) (*v1.ReleaseEffectResponse, error)
+	ExtendEffectLease(context.Context, *v1.ExtendEffectLeaseRequest) (*v1.ExtendEffectLeaseResponse, error)
+	GetEffect(context.Context, *v1.GetEffectRequest) (*v1.GetEffectResponse, error)
 }
 
 // NewEffectServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -152,31 +172,31 @@ type EffectServiceHandler interface {
 // and JSON codecs. They also support gzip compression.
 func NewEffectServiceHandler(svc EffectServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
 	effectServiceMethods := v1.File_sepp_v1_effect_proto.Services().ByName("EffectService").Methods()
-	effectServiceClaimEffectHandler := connect.NewUnaryHandler(
+	effectServiceClaimEffectHandler := connect.NewUnaryHandlerSimple(
 		EffectServiceClaimEffectProcedure,
 		svc.ClaimEffect,
 		connect.WithSchema(effectServiceMethods.ByName("ClaimEffect")),
 		connect.WithHandlerOptions(opts...),
 	)
-	effectServiceCompleteEffectHandler := connect.NewUnaryHandler(
+	effectServiceCompleteEffectHandler := connect.NewUnaryHandlerSimple(
 		EffectServiceCompleteEffectProcedure,
 		svc.CompleteEffect,
 		connect.WithSchema(effectServiceMethods.ByName("CompleteEffect")),
 		connect.WithHandlerOptions(opts...),
 	)
-	effectServiceReleaseEffectHandler := connect.NewUnaryHandler(
+	effectServiceReleaseEffectHandler := connect.NewUnaryHandlerSimple(
 		EffectServiceReleaseEffectProcedure,
 		svc.ReleaseEffect,
 		connect.WithSchema(effectServiceMethods.ByName("ReleaseEffect")),
 		connect.WithHandlerOptions(opts...),
 	)
-	effectServiceExtendEffectLeaseHandler := connect.NewUnaryHandler(
+	effectServiceExtendEffectLeaseHandler := connect.NewUnaryHandlerSimple(
 		EffectServiceExtendEffectLeaseProcedure,
 		svc.ExtendEffectLease,
 		connect.WithSchema(effectServiceMethods.ByName("ExtendEffectLease")),
 		connect.WithHandlerOptions(opts...),
 	)
-	effectServiceGetEffectHandler := connect.NewUnaryHandler(
+	effectServiceGetEffectHandler := connect.NewUnaryHandlerSimple(
 		EffectServiceGetEffectProcedure,
 		svc.GetEffect,
 		connect.WithSchema(effectServiceMethods.ByName("GetEffect")),
@@ -203,22 +223,22 @@ func NewEffectServiceHandler(svc EffectServiceHandler, opts ...connect.HandlerOp
 // UnimplementedEffectServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedEffectServiceHandler struct{}
 
-func (UnimplementedEffectServiceHandler) ClaimEffect(context.Context, *connect.Request[v1.ClaimEffectRequest]) (*connect.Response[v1.ClaimEffectResponse], error) {
+func (UnimplementedEffectServiceHandler) ClaimEffect(context.Context, *v1.ClaimEffectRequest) (*v1.ClaimEffectResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.EffectService.ClaimEffect is not implemented"))
 }
 
-func (UnimplementedEffectServiceHandler) CompleteEffect(context.Context, *connect.Request[v1.CompleteEffectRequest]) (*connect.Response[v1.CompleteEffectResponse], error) {
+func (UnimplementedEffectServiceHandler) CompleteEffect(context.Context, *v1.CompleteEffectRequest) (*v1.CompleteEffectResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.EffectService.CompleteEffect is not implemented"))
 }
 
-func (UnimplementedEffectServiceHandler) ReleaseEffect(context.Context, *connect.Request[v1.ReleaseEffectRequest]) (*connect.Response[v1.ReleaseEffectResponse], error) {
+func (UnimplementedEffectServiceHandler) ReleaseEffect(context.Context, *v1.ReleaseEffectRequest) (*v1.ReleaseEffectResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.EffectService.ReleaseEffect is not implemented"))
 }
 
-func (UnimplementedEffectServiceHandler) ExtendEffectLease(context.Context, *connect.Request[v1.ExtendEffectLeaseRequest]) (*connect.Response[v1.ExtendEffectLeaseResponse], error) {
+func (UnimplementedEffectServiceHandler) ExtendEffectLease(context.Context, *v1.ExtendEffectLeaseRequest) (*v1.ExtendEffectLeaseResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.EffectService.ExtendEffectLease is not implemented"))
 }
 
-func (UnimplementedEffectServiceHandler) GetEffect(context.Context, *connect.Request[v1.GetEffectRequest]) (*connect.Response[v1.GetEffectResponse], error) {
+func (UnimplementedEffectServiceHandler) GetEffect(context.Context, *v1.GetEffectRequest) (*v1.GetEffectResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.EffectService.GetEffect is not implemented"))
 }

@@ -53,22 +53,22 @@ const (
 type JobServiceClient interface {
 	// Enqueue creates one job, or returns the original job when the
 	// (queue, idempotency_key) pair is already recorded inside its dedup window.
-	Enqueue(context.Context, *connect.Request[v1.EnqueueRequest]) (*connect.Response[v1.EnqueueResponse], error)
+	Enqueue(context.Context, *v1.EnqueueRequest) (*v1.EnqueueResponse, error)
 	// EnqueueBatch enqueues many jobs in one call. With atomic = false each job
 	// is judged alone; with atomic = true all are validated first and written in
 	// one transaction, or none is written.
-	EnqueueBatch(context.Context, *connect.Request[v1.EnqueueBatchRequest]) (*connect.Response[v1.EnqueueBatchResponse], error)
+	EnqueueBatch(context.Context, *v1.EnqueueBatchRequest) (*v1.EnqueueBatchResponse, error)
 	// GetJob reads one job by id.
-	GetJob(context.Context, *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.GetJobResponse], error)
+	GetJob(context.Context, *v1.GetJobRequest) (*v1.GetJobResponse, error)
 	// CancelJob cancels a job that has not finished. Cancelling a finished job
 	// changes nothing and returns it as it is.
-	CancelJob(context.Context, *connect.Request[v1.CancelJobRequest]) (*connect.Response[v1.CancelJobResponse], error)
+	CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error)
 	// LookupIdempotencyKey answers "was this already enqueued, and what became of
 	// it?" without enqueueing anything.
-	LookupIdempotencyKey(context.Context, *connect.Request[v1.LookupIdempotencyKeyRequest]) (*connect.Response[v1.LookupIdempotencyKeyResponse], error)
+	LookupIdempotencyKey(context.Context, *v1.LookupIdempotencyKeyRequest) (*v1.LookupIdempotencyKeyResponse, error)
 	// ReleaseIdempotencyKey deletes a dedup record before its window ends, so the
 	// next enqueue with that key creates a new job. It never touches the job.
-	ReleaseIdempotencyKey(context.Context, *connect.Request[v1.ReleaseIdempotencyKeyRequest]) (*connect.Response[v1.ReleaseIdempotencyKeyResponse], error)
+	ReleaseIdempotencyKey(context.Context, *v1.ReleaseIdempotencyKeyRequest) (*v1.ReleaseIdempotencyKeyResponse, error)
 }
 
 // NewJobServiceClient constructs a client for the sepp.v1.JobService service. By default, it uses
@@ -132,55 +132,79 @@ type jobServiceClient struct {
 }
 
 // Enqueue calls sepp.v1.JobService.Enqueue.
-func (c *jobServiceClient) Enqueue(ctx context.Context, req *connect.Request[v1.EnqueueRequest]) (*connect.Response[v1.EnqueueResponse], error) {
-	return c.enqueue.CallUnary(ctx, req)
+func (c *jobServiceClient) Enqueue(ctx context.Context, req *v1.EnqueueRequest) (*v1.EnqueueResponse, error) {
+	response, err := c.enqueue.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // EnqueueBatch calls sepp.v1.JobService.EnqueueBatch.
-func (c *jobServiceClient) EnqueueBatch(ctx context.Context, req *connect.Request[v1.EnqueueBatchRequest]) (*connect.Response[v1.EnqueueBatchResponse], error) {
-	return c.enqueueBatch.CallUnary(ctx, req)
+func (c *jobServiceClient) EnqueueBatch(ctx context.Context, req *v1.EnqueueBatchRequest) (*v1.EnqueueBatchResponse, error) {
+	response, err := c.enqueueBatch.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // GetJob calls sepp.v1.JobService.GetJob.
-func (c *jobServiceClient) GetJob(ctx context.Context, req *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.GetJobResponse], error) {
-	return c.getJob.CallUnary(ctx, req)
+func (c *jobServiceClient) GetJob(ctx context.Context, req *v1.GetJobRequest) (*v1.GetJobResponse, error) {
+	response, err := c.getJob.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // CancelJob calls sepp.v1.JobService.CancelJob.
-func (c *jobServiceClient) CancelJob(ctx context.Context, req *connect.Request[v1.CancelJobRequest]) (*connect.Response[v1.CancelJobResponse], error) {
-	return c.cancelJob.CallUnary(ctx, req)
+func (c *jobServiceClient) CancelJob(ctx context.Context, req *v1.CancelJobRequest) (*v1.CancelJobResponse, error) {
+	response, err := c.cancelJob.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // LookupIdempotencyKey calls sepp.v1.JobService.LookupIdempotencyKey.
-func (c *jobServiceClient) LookupIdempotencyKey(ctx context.Context, req *connect.Request[v1.LookupIdempotencyKeyRequest]) (*connect.Response[v1.LookupIdempotencyKeyResponse], error) {
-	return c.lookupIdempotencyKey.CallUnary(ctx, req)
+func (c *jobServiceClient) LookupIdempotencyKey(ctx context.Context, req *v1.LookupIdempotencyKeyRequest) (*v1.LookupIdempotencyKeyResponse, error) {
+	response, err := c.lookupIdempotencyKey.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // ReleaseIdempotencyKey calls sepp.v1.JobService.ReleaseIdempotencyKey.
-func (c *jobServiceClient) ReleaseIdempotencyKey(ctx context.Context, req *connect.Request[v1.ReleaseIdempotencyKeyRequest]) (*connect.Response[v1.ReleaseIdempotencyKeyResponse], error) {
-	return c.releaseIdempotencyKey.CallUnary(ctx, req)
+func (c *jobServiceClient) ReleaseIdempotencyKey(ctx context.Context, req *v1.ReleaseIdempotencyKeyRequest) (*v1.ReleaseIdempotencyKeyResponse, error) {
+	response, err := c.releaseIdempotencyKey.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // JobServiceHandler is an implementation of the sepp.v1.JobService service.
 type JobServiceHandler interface {
 	// Enqueue creates one job, or returns the original job when the
 	// (queue, idempotency_key) pair is already recorded inside its dedup window.
-	Enqueue(context.Context, *connect.Request[v1.EnqueueRequest]) (*connect.Response[v1.EnqueueResponse], error)
+	Enqueue(context.Context, *v1.EnqueueRequest) (*v1.EnqueueResponse, error)
 	// EnqueueBatch enqueues many jobs in one call. With atomic = false each job
 	// is judged alone; with atomic = true all are validated first and written in
 	// one transaction, or none is written.
-	EnqueueBatch(context.Context, *connect.Request[v1.EnqueueBatchRequest]) (*connect.Response[v1.EnqueueBatchResponse], error)
+	EnqueueBatch(context.Context, *v1.EnqueueBatchRequest) (*v1.EnqueueBatchResponse, error)
 	// GetJob reads one job by id.
-	GetJob(context.Context, *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.GetJobResponse], error)
+	GetJob(context.Context, *v1.GetJobRequest) (*v1.GetJobResponse, error)
 	// CancelJob cancels a job that has not finished. Cancelling a finished job
 	// changes nothing and returns it as it is.
-	CancelJob(context.Context, *connect.Request[v1.CancelJobRequest]) (*connect.Response[v1.CancelJobResponse], error)
+	CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error)
 	// LookupIdempotencyKey answers "was this already enqueued, and what became of
 	// it?" without enqueueing anything.
-	LookupIdempotencyKey(context.Context, *connect.Request[v1.LookupIdempotencyKeyRequest]) (*connect.Response[v1.LookupIdempotencyKeyResponse], error)
+	LookupIdempotencyKey(context.Context, *v1.LookupIdempotencyKeyRequest) (*v1.LookupIdempotencyKeyResponse, error)
 	// ReleaseIdempotencyKey deletes a dedup record before its window ends, so the
 	// next enqueue with that key creates a new job. It never touches the job.
-	ReleaseIdempotencyKey(context.Context, *connect.Request[v1.ReleaseIdempotencyKeyRequest]) (*connect.Response[v1.ReleaseIdempotencyKeyResponse], error)
+	ReleaseIdempotencyKey(context.Context, *v1.ReleaseIdempotencyKeyRequest) (*v1.ReleaseIdempotencyKeyResponse, error)
 }
 
 // NewJobServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -190,37 +214,37 @@ type JobServiceHandler interface {
 // and JSON codecs. They also support gzip compression.
 func NewJobServiceHandler(svc JobServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
 	jobServiceMethods := v1.File_sepp_v1_job_proto.Services().ByName("JobService").Methods()
-	jobServiceEnqueueHandler := connect.NewUnaryHandler(
+	jobServiceEnqueueHandler := connect.NewUnaryHandlerSimple(
 		JobServiceEnqueueProcedure,
 		svc.Enqueue,
 		connect.WithSchema(jobServiceMethods.ByName("Enqueue")),
 		connect.WithHandlerOptions(opts...),
 	)
-	jobServiceEnqueueBatchHandler := connect.NewUnaryHandler(
+	jobServiceEnqueueBatchHandler := connect.NewUnaryHandlerSimple(
 		JobServiceEnqueueBatchProcedure,
 		svc.EnqueueBatch,
 		connect.WithSchema(jobServiceMethods.ByName("EnqueueBatch")),
 		connect.WithHandlerOptions(opts...),
 	)
-	jobServiceGetJobHandler := connect.NewUnaryHandler(
+	jobServiceGetJobHandler := connect.NewUnaryHandlerSimple(
 		JobServiceGetJobProcedure,
 		svc.GetJob,
 		connect.WithSchema(jobServiceMethods.ByName("GetJob")),
 		connect.WithHandlerOptions(opts...),
 	)
-	jobServiceCancelJobHandler := connect.NewUnaryHandler(
+	jobServiceCancelJobHandler := connect.NewUnaryHandlerSimple(
 		JobServiceCancelJobProcedure,
 		svc.CancelJob,
 		connect.WithSchema(jobServiceMethods.ByName("CancelJob")),
 		connect.WithHandlerOptions(opts...),
 	)
-	jobServiceLookupIdempotencyKeyHandler := connect.NewUnaryHandler(
+	jobServiceLookupIdempotencyKeyHandler := connect.NewUnaryHandlerSimple(
 		JobServiceLookupIdempotencyKeyProcedure,
 		svc.LookupIdempotencyKey,
 		connect.WithSchema(jobServiceMethods.ByName("LookupIdempotencyKey")),
 		connect.WithHandlerOptions(opts...),
 	)
-	jobServiceReleaseIdempotencyKeyHandler := connect.NewUnaryHandler(
+	jobServiceReleaseIdempotencyKeyHandler := connect.NewUnaryHandlerSimple(
 		JobServiceReleaseIdempotencyKeyProcedure,
 		svc.ReleaseIdempotencyKey,
 		connect.WithSchema(jobServiceMethods.ByName("ReleaseIdempotencyKey")),
@@ -249,26 +273,26 @@ func NewJobServiceHandler(svc JobServiceHandler, opts ...connect.HandlerOption) 
 // UnimplementedJobServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedJobServiceHandler struct{}
 
-func (UnimplementedJobServiceHandler) Enqueue(context.Context, *connect.Request[v1.EnqueueRequest]) (*connect.Response[v1.EnqueueResponse], error) {
+func (UnimplementedJobServiceHandler) Enqueue(context.Context, *v1.EnqueueRequest) (*v1.EnqueueResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.JobService.Enqueue is not implemented"))
 }
 
-func (UnimplementedJobServiceHandler) EnqueueBatch(context.Context, *connect.Request[v1.EnqueueBatchRequest]) (*connect.Response[v1.EnqueueBatchResponse], error) {
+func (UnimplementedJobServiceHandler) EnqueueBatch(context.Context, *v1.EnqueueBatchRequest) (*v1.EnqueueBatchResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.JobService.EnqueueBatch is not implemented"))
 }
 
-func (UnimplementedJobServiceHandler) GetJob(context.Context, *connect.Request[v1.GetJobRequest]) (*connect.Response[v1.GetJobResponse], error) {
+func (UnimplementedJobServiceHandler) GetJob(context.Context, *v1.GetJobRequest) (*v1.GetJobResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.JobService.GetJob is not implemented"))
 }
 
-func (UnimplementedJobServiceHandler) CancelJob(context.Context, *connect.Request[v1.CancelJobRequest]) (*connect.Response[v1.CancelJobResponse], error) {
+func (UnimplementedJobServiceHandler) CancelJob(context.Context, *v1.CancelJobRequest) (*v1.CancelJobResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.JobService.CancelJob is not implemented"))
 }
 
-func (UnimplementedJobServiceHandler) LookupIdempotencyKey(context.Context, *connect.Request[v1.LookupIdempotencyKeyRequest]) (*connect.Response[v1.LookupIdempotencyKeyResponse], error) {
+func (UnimplementedJobServiceHandler) LookupIdempotencyKey(context.Context, *v1.LookupIdempotencyKeyRequest) (*v1.LookupIdempotencyKeyResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.JobService.LookupIdempotencyKey is not implemented"))
 }
 
-func (UnimplementedJobServiceHandler) ReleaseIdempotencyKey(context.Context, *connect.Request[v1.ReleaseIdempotencyKeyRequest]) (*connect.Response[v1.ReleaseIdempotencyKeyResponse], error) {
+func (UnimplementedJobServiceHandler) ReleaseIdempotencyKey(context.Context, *v1.ReleaseIdempotencyKeyRequest) (*v1.ReleaseIdempotencyKeyResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.JobService.ReleaseIdempotencyKey is not implemented"))
 }

@@ -48,13 +48,13 @@ const (
 type WorkerServiceClient interface {
 	// Reserve leases up to max_jobs jobs from the given queues, waiting up to
 	// wait_ms for one to become available.
-	Reserve(context.Context, *connect.Request[v1.ReserveRequest]) (*connect.Response[v1.ReserveResponse], error)
+	Reserve(context.Context, *v1.ReserveRequest) (*v1.ReserveResponse, error)
 	// Complete finishes a job. It needs the lease token that holds the lease.
-	Complete(context.Context, *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error)
+	Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error)
 	// Fail records a failed attempt; the job is retried or dead-lettered.
-	Fail(context.Context, *connect.Request[v1.FailRequest]) (*connect.Response[v1.FailResponse], error)
+	Fail(context.Context, *v1.FailRequest) (*v1.FailResponse, error)
 	// ExtendLease keeps a lease alive while a handler runs.
-	ExtendLease(context.Context, *connect.Request[v1.ExtendLeaseRequest]) (*connect.Response[v1.ExtendLeaseResponse], error)
+	ExtendLease(context.Context, *v1.ExtendLeaseRequest) (*v1.ExtendLeaseResponse, error)
 }
 
 // NewWorkerServiceClient constructs a client for the sepp.v1.WorkerService service. By default, it
@@ -104,36 +104,52 @@ type workerServiceClient struct {
 }
 
 // Reserve calls sepp.v1.WorkerService.Reserve.
-func (c *workerServiceClient) Reserve(ctx context.Context, req *connect.Request[v1.ReserveRequest]) (*connect.Response[v1.ReserveResponse], error) {
-	return c.reserve.CallUnary(ctx, req)
+func (c *workerServiceClient) Reserve(ctx context.Context, req *v1.ReserveRequest) (*v1.ReserveResponse, error) {
+	response, err := c.reserve.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // Complete calls sepp.v1.WorkerService.Complete.
-func (c *workerServiceClient) Complete(ctx context.Context, req *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error) {
-	return c.complete.CallUnary(ctx, req)
+func (c *workerServiceClient) Complete(ctx context.Context, req *v1.CompleteRequest) (*v1.CompleteResponse, error) {
+	response, err := c.complete.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // Fail calls sepp.v1.WorkerService.Fail.
-func (c *workerServiceClient) Fail(ctx context.Context, req *connect.Request[v1.FailRequest]) (*connect.Response[v1.FailResponse], error) {
-	return c.fail.CallUnary(ctx, req)
+func (c *workerServiceClient) Fail(ctx context.Context, req *v1.FailRequest) (*v1.FailResponse, error) {
+	response, err := c.fail.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // ExtendLease calls sepp.v1.WorkerService.ExtendLease.
-func (c *workerServiceClient) ExtendLease(ctx context.Context, req *connect.Request[v1.ExtendLeaseRequest]) (*connect.Response[v1.ExtendLeaseResponse], error) {
-	return c.extendLease.CallUnary(ctx, req)
+func (c *workerServiceClient) ExtendLease(ctx context.Context, req *v1.ExtendLeaseRequest) (*v1.ExtendLeaseResponse, error) {
+	response, err := c.extendLease.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // WorkerServiceHandler is an implementation of the sepp.v1.WorkerService service.
 type WorkerServiceHandler interface {
 	// Reserve leases up to max_jobs jobs from the given queues, waiting up to
 	// wait_ms for one to become available.
-	Reserve(context.Context, *connect.Request[v1.ReserveRequest]) (*connect.Response[v1.ReserveResponse], error)
+	Reserve(context.Context, *v1.ReserveRequest) (*v1.ReserveResponse, error)
 	// Complete finishes a job. It needs the lease token that holds the lease.
-	Complete(context.Context, *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error)
+	Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error)
 	// Fail records a failed attempt; the job is retried or dead-lettered.
-	Fail(context.Context, *connect.Request[v1.FailRequest]) (*connect.Response[v1.FailResponse], error)
+	Fail(context.Context, *v1.FailRequest) (*v1.FailResponse, error)
 	// ExtendLease keeps a lease alive while a handler runs.
-	ExtendLease(context.Context, *connect.Request[v1.ExtendLeaseRequest]) (*connect.Response[v1.ExtendLeaseResponse], error)
+	ExtendLease(context.Context, *v1.ExtendLeaseRequest) (*v1.ExtendLeaseResponse, error)
 }
 
 // NewWorkerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -143,25 +159,25 @@ type WorkerServiceHandler interface {
 // and JSON codecs. They also support gzip compression.
 func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
 	workerServiceMethods := v1.File_sepp_v1_worker_proto.Services().ByName("WorkerService").Methods()
-	workerServiceReserveHandler := connect.NewUnaryHandler(
+	workerServiceReserveHandler := connect.NewUnaryHandlerSimple(
 		WorkerServiceReserveProcedure,
 		svc.Reserve,
 		connect.WithSchema(workerServiceMethods.ByName("Reserve")),
 		connect.WithHandlerOptions(opts...),
 	)
-	workerServiceCompleteHandler := connect.NewUnaryHandler(
+	workerServiceCompleteHandler := connect.NewUnaryHandlerSimple(
 		WorkerServiceCompleteProcedure,
 		svc.Complete,
 		connect.WithSchema(workerServiceMethods.ByName("Complete")),
 		connect.WithHandlerOptions(opts...),
 	)
-	workerServiceFailHandler := connect.NewUnaryHandler(
+	workerServiceFailHandler := connect.NewUnaryHandlerSimple(
 		WorkerServiceFailProcedure,
 		svc.Fail,
 		connect.WithSchema(workerServiceMethods.ByName("Fail")),
 		connect.WithHandlerOptions(opts...),
 	)
-	workerServiceExtendLeaseHandler := connect.NewUnaryHandler(
+	workerServiceExtendLeaseHandler := connect.NewUnaryHandlerSimple(
 		WorkerServiceExtendLeaseProcedure,
 		svc.ExtendLease,
 		connect.WithSchema(workerServiceMethods.ByName("ExtendLease")),
@@ -186,18 +202,18 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 // UnimplementedWorkerServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedWorkerServiceHandler struct{}
 
-func (UnimplementedWorkerServiceHandler) Reserve(context.Context, *connect.Request[v1.ReserveRequest]) (*connect.Response[v1.ReserveResponse], error) {
+func (UnimplementedWorkerServiceHandler) Reserve(context.Context, *v1.ReserveRequest) (*v1.ReserveResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.WorkerService.Reserve is not implemented"))
 }
 
-func (UnimplementedWorkerServiceHandler) Complete(context.Context, *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error) {
+func (UnimplementedWorkerServiceHandler) Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.WorkerService.Complete is not implemented"))
 }
 
-func (UnimplementedWorkerServiceHandler) Fail(context.Context, *connect.Request[v1.FailRequest]) (*connect.Response[v1.FailResponse], error) {
+func (UnimplementedWorkerServiceHandler) Fail(context.Context, *v1.FailRequest) (*v1.FailResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.WorkerService.Fail is not implemented"))
 }
 
-func (UnimplementedWorkerServiceHandler) ExtendLease(context.Context, *connect.Request[v1.ExtendLeaseRequest]) (*connect.Response[v1.ExtendLeaseResponse], error) {
+func (UnimplementedWorkerServiceHandler) ExtendLease(context.Context, *v1.ExtendLeaseRequest) (*v1.ExtendLeaseResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.WorkerService.ExtendLease is not implemented"))
 }

@@ -1,0 +1,167 @@
+package sepp
+
+import (
+	"context"
+	"sync"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+)
+
+// batcher coalesces concurrent Enqueue calls into EnqueueBatch RPCs by
+// natural batching: at most one RPC is in flight; calls that arrive meanwhile
+// wait in pending and go together when it returns. An idle batcher sends at
+// once, so a lone caller pays no added delay.
+//
+// The sending goroutine is started by the first call that finds the batcher
+// idle and ends as soon as pending is empty.
+type batcher struct {
+	c       *Client
+	mu      sync.Mutex
+	pending []*call
+	sending bool
+}
+
+// call is one Enqueue waiting in the batcher.
+type call struct {
+	ctx  context.Context
+	req  *seppv1.EnqueueRequest
+	ack  *Ack
+	err  error
+	done chan struct{}
+}
+
+func newBatcher(c *Client) *batcher { return &batcher{c: c} }
+
+func (b *batcher) enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*Ack, error) {
+	cl := &call{ctx: ctx, req: req, done: make(chan struct{})}
+	b.mu.Lock()
+	b.pending = append(b.pending, cl)
+	start := !b.sending
+	b.sending = true
+	b.mu.Unlock()
+	if start {
+		go b.send()
+	}
+	select {
+	case <-cl.done:
+		return cl.ack, cl.err
+	case <-ctx.Done():
+		// The job may still be enqueued; a keyed retry is harmless.
+		return nil, ctx.Err()
+	}
+}
+
+// send drains pending, one RPC at a time.
+func (b *batcher) send() {
+	for {
+		b.mu.Lock()
+		batch := b.take()
+		if len(batch) == 0 {
+			b.sending = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		b.sendBatch(batch)
+	}
+}
+
+// take removes the next batch from pending, within the size limits. Calls
+// whose caller already gave up are answered and left out. b.mu is held.
+func (b *batcher) take() []*call {
+	n, bytes := 0, 0
+	for n < len(b.pending) && n < b.c.cfg.MaxBatchSize {
+		size := len(b.pending[n].req.GetPayload())
+		if n > 0 && bytes+size > b.c.cfg.MaxBatchBytes {
+			break
+		}
+		bytes += size
+		n++
+	}
+	batch := make([]*call, 0, n)
+	for _, cl := range b.pending[:n] {
+		if err := cl.ctx.Err(); err != nil {
+			cl.err = err
+			close(cl.done)
+			continue
+		}
+		batch = append(batch, cl)
+	}
+	b.pending = append(b.pending[:0], b.pending[n:]...)
+	return batch
+}
+
+// sendBatch sends one batch and answers its calls. Keyed calls whose fate is
+// unknown after a transport error are resent with their keys; unkeyed ones
+// get the error, since resending them could create duplicates.
+func (b *batcher) sendBatch(batch []*call) {
+	for attempt := 0; len(batch) > 0; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), b.c.cfg.RPCTimeout)
+		err := b.rpc(ctx, batch)
+		cancel()
+		if err == nil {
+			return
+		}
+		var again []*call
+		for _, cl := range batch {
+			if cl.req.IdempotencyKey != nil && retryable(err) && attempt < b.c.cfg.EnqueueRetries && cl.ctx.Err() == nil {
+				again = append(again, cl)
+				continue
+			}
+			cl.err = err
+			close(cl.done)
+		}
+		if len(again) > 0 && !b.c.shouldRetry(again[0].ctx, again[0].req, err, attempt) {
+			for _, cl := range again {
+				cl.err = err
+				close(cl.done)
+			}
+			return
+		}
+		batch = again
+	}
+}
+
+// rpc sends batch as one RPC. On success every call is answered; on a
+// transport error none is.
+func (b *batcher) rpc(ctx context.Context, batch []*call) error {
+	if len(batch) == 1 {
+		res, err := b.c.jobs.Enqueue(ctx, batch[0].req)
+		if err != nil {
+			err = fromRPC(err)
+			if retryable(err) {
+				return err
+			}
+			batch[0].err = err
+		} else {
+			batch[0].ack = ackFromProto(res)
+		}
+		close(batch[0].done)
+		return nil
+	}
+	reqs := make([]*seppv1.EnqueueRequest, len(batch))
+	for i, cl := range batch {
+		reqs[i] = cl.req
+	}
+	res, err := b.c.jobs.EnqueueBatch(ctx, &seppv1.EnqueueBatchRequest{Jobs: reqs})
+	if err == nil && len(res.GetResults()) != len(batch) {
+		err = &Error{Code: "internal", Reason: ErrInternal.Error(), Message: "server answered a batch with the wrong number of results", Index: -1}
+	}
+	if err != nil {
+		err = fromRPC(err)
+		if retryable(err) {
+			return err
+		}
+		for _, cl := range batch {
+			cl.err = err
+			close(cl.done)
+		}
+		return nil
+	}
+	for i, r := range res.GetResults() {
+		br := batchResultFromProto(r)
+		batch[i].ack, batch[i].err = br.Ack, br.Err
+		close(batch[i].done)
+	}
+	return nil
+}

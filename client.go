@@ -1,0 +1,325 @@
+// Package sepp is the Go client of Sepp, a job queue whose retries never
+// become duplicates.
+//
+//	c, err := sepp.Connect(ctx, "http://localhost:50051")
+//	ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{
+//		Queue: "emails", JobType: "receipt", IdempotencyKey: "receipt-order-8a3f",
+//	})
+//	// ack.Deduplicated is true when the key was already recorded: ack.JobID
+//	// then names the original job.
+//
+// A Client is safe for concurrent use. Concurrent Enqueue calls are coalesced
+// into EnqueueBatch RPCs (natural batching: while one batch is in flight the
+// next calls gather and go together when it returns; an idle client sends at
+// once), and each caller still gets its own ack or error. Keyed enqueues whose
+// fate is unknown after a transport error are resent with the same key, which
+// makes the retry harmless.
+package sepp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+)
+
+// Config tunes a Client. The zero value is the default.
+type Config struct {
+	// DisableBatching sends every Enqueue as its own RPC instead of
+	// coalescing concurrent calls. Default false.
+	DisableBatching bool
+	// MaxBatchSize bounds the jobs of one coalesced EnqueueBatch RPC. Keep it
+	// at or below the server's max_batch_size. Default 1000.
+	MaxBatchSize int
+	// MaxBatchBytes bounds the payload bytes of one coalesced RPC.
+	// Default 4 MiB.
+	MaxBatchBytes int
+	// MaxIdempotencyKeyBytes is the key length the client checks before
+	// sending (the server checks again and decides). Set it to the server's
+	// max_idempotency_key_bytes if you change that. Default 256; -1 turns the
+	// local check off.
+	MaxIdempotencyKeyBytes int
+	// EnqueueRetries is how many times a keyed enqueue is resent after a
+	// transport error. Unkeyed enqueues are never resent, since a resend
+	// could create a duplicate. Default 5; -1 turns retries off.
+	EnqueueRetries int
+	// RPCTimeout bounds each RPC the client sends on behalf of coalesced
+	// calls. Default 30 s.
+	RPCTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBatchSize <= 0 {
+		c.MaxBatchSize = 1000
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 4 << 20
+	}
+	if c.MaxIdempotencyKeyBytes == 0 {
+		c.MaxIdempotencyKeyBytes = 256
+	}
+	if c.EnqueueRetries == 0 {
+		c.EnqueueRetries = 5
+	}
+	if c.RPCTimeout <= 0 {
+		c.RPCTimeout = 30 * time.Second
+	}
+	return c
+}
+
+// maxMessageBytes is the largest message the client sends or accepts; it
+// matches the server's limit.
+const maxMessageBytes = 64 << 20
+
+// Client talks to one Sepp server (or a load balancer in front of several).
+type Client struct {
+	cfg     Config
+	conn    *grpc.ClientConn
+	jobs    seppv1.JobServiceClient
+	batcher *batcher // nil when batching is off
+}
+
+// Connect connects to the server at addr ("http://localhost:50051") with the
+// default Config, and checks that it answers.
+func Connect(ctx context.Context, addr string) (*Client, error) {
+	return NewClient(ctx, addr, Config{})
+}
+
+// NewClient is Connect with a Config.
+func NewClient(ctx context.Context, addr string, cfg Config) (*Client, error) {
+	target, err := dialTarget(addr)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(target,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)))
+	if err != nil {
+		return nil, fmt.Errorf("sepp: connect to %s: %w", addr, err)
+	}
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sepp: connect to %s: %w", addr, fromRPC(err))
+	}
+	c := &Client{cfg: cfg.withDefaults(), conn: conn, jobs: seppv1.NewJobServiceClient(conn)}
+	if !c.cfg.DisableBatching {
+		c.batcher = newBatcher(c)
+	}
+	return c, nil
+}
+
+// dialTarget turns "http://host:port" (or a bare "host:port") into a gRPC
+// target.
+func dialTarget(addr string) (string, error) {
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" {
+		if u2, err2 := url.Parse("http://" + addr); err2 == nil && u2.Host != "" && u2.Path == "" {
+			return u2.Host, nil
+		}
+		return "", fmt.Errorf("sepp: address %q: want http://host:port", addr)
+	}
+	switch u.Scheme {
+	case "http", "h2c", "grpc":
+	default:
+		return "", fmt.Errorf("sepp: address %q: scheme %q is not supported; use http://host:port", addr, u.Scheme)
+	}
+	return u.Host, nil
+}
+
+// Close closes the connection. Calls in flight fail.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// EnqueueRequest is one job to enqueue.
+type EnqueueRequest struct {
+	Queue   string
+	JobType string
+	Payload []byte
+	// IdempotencyKey makes the enqueue safe to retry: within the queue's
+	// dedup window, an enqueue with a recorded key returns the original job.
+	// Empty: no key.
+	IdempotencyKey string
+	// Priority: higher runs first. Default 0.
+	Priority int32
+	// RunAt delays the job. Zero: now.
+	RunAt time.Time
+	// MaxAttempts overrides the queue's max_attempts. Zero: the queue's.
+	MaxAttempts int32
+	Headers     map[string]string
+}
+
+// Ack is the server's answer to an enqueue.
+type Ack struct {
+	// JobID is the new job, or on a hit the original job (which may since
+	// have run, been dead-lettered or been deleted).
+	JobID string `json:"jobId"`
+	// Deduplicated means "this enqueue is already accounted for".
+	Deduplicated bool `json:"deduplicated"`
+	// PayloadMismatch: on a hit, the original was enqueued with a different
+	// job type or payload.
+	PayloadMismatch bool `json:"payloadMismatch"`
+	// OriginalEnqueuedAt: on a hit, when the original was enqueued.
+	OriginalEnqueuedAt time.Time `json:"originalEnqueuedAt,omitzero"`
+	// DedupExpiresAt: for keyed enqueues, when the key stops being honoured.
+	DedupExpiresAt time.Time `json:"dedupExpiresAt,omitzero"`
+}
+
+// Enqueue enqueues one job.
+func (c *Client) Enqueue(ctx context.Context, req EnqueueRequest) (*Ack, error) {
+	pb, err := c.toProto(&req)
+	if err != nil {
+		return nil, err
+	}
+	if c.batcher != nil {
+		return c.batcher.enqueue(ctx, pb)
+	}
+	return c.enqueueDirect(ctx, pb)
+}
+
+func (c *Client) enqueueDirect(ctx context.Context, pb *seppv1.EnqueueRequest) (*Ack, error) {
+	for attempt := 0; ; attempt++ {
+		res, err := c.jobs.Enqueue(ctx, pb)
+		if err == nil {
+			return ackFromProto(res), nil
+		}
+		err = fromRPC(err)
+		if !c.shouldRetry(ctx, pb, err, attempt) {
+			return nil, err
+		}
+	}
+}
+
+// shouldRetry reports whether a keyed enqueue should be resent after err,
+// and waits the backoff if so.
+func (c *Client) shouldRetry(ctx context.Context, pb *seppv1.EnqueueRequest, err error, attempt int) bool {
+	if pb.IdempotencyKey == nil || !retryable(err) || attempt >= c.cfg.EnqueueRetries {
+		return false
+	}
+	d := time.Duration(25<<min(attempt, 6)) * time.Millisecond
+	select {
+	case <-time.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// BatchOptions tune EnqueueBatch.
+type BatchOptions struct {
+	// Atomic: all jobs are validated first and written together, or none
+	// is. A dedup hit is not a failure.
+	Atomic bool
+}
+
+// BatchResult is the outcome of one job of a batch: an Ack or an Err.
+type BatchResult struct {
+	Ack *Ack
+	Err error
+}
+
+// EnqueueBatch enqueues jobs in one RPC and returns one result per job, in
+// order. A non-atomic batch judges each job alone. An atomic batch fails as a
+// whole with an *Error whose Index names the bad job, and then writes nothing.
+func (c *Client) EnqueueBatch(ctx context.Context, reqs []EnqueueRequest, opts BatchOptions) ([]BatchResult, error) {
+	pbs := make([]*seppv1.EnqueueRequest, len(reqs))
+	results := make([]BatchResult, len(reqs))
+	var send []*seppv1.EnqueueRequest
+	var index []int
+	for i := range reqs {
+		pb, err := c.toProto(&reqs[i])
+		if err != nil {
+			var e *Error
+			if opts.Atomic && errors.As(err, &e) {
+				e.Index = i
+				e.Message = fmt.Sprintf("jobs[%d]: %s", i, e.Message)
+				return nil, e
+			}
+			results[i].Err = err
+			continue
+		}
+		pbs[i] = pb
+		send = append(send, pb)
+		index = append(index, i)
+	}
+	if len(send) == 0 {
+		return results, nil
+	}
+	res, err := c.jobs.EnqueueBatch(ctx, &seppv1.EnqueueBatchRequest{Jobs: send, Atomic: opts.Atomic})
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	if len(res.GetResults()) != len(send) {
+		return nil, fmt.Errorf("sepp: server answered %d results for %d jobs", len(res.GetResults()), len(send))
+	}
+	for k, r := range res.GetResults() {
+		results[index[k]] = batchResultFromProto(r)
+	}
+	return results, nil
+}
+
+func batchResultFromProto(r *seppv1.EnqueueBatchResult) BatchResult {
+	if e := r.GetError(); e != nil {
+		return BatchResult{Err: &Error{Code: e.GetCode(), Reason: e.GetReason(), Message: e.GetMessage(), Index: -1}}
+	}
+	return BatchResult{Ack: ackFromProto(r.GetAck())}
+}
+
+// toProto checks req locally (fast fail; the server decides) and converts it.
+func (c *Client) toProto(req *EnqueueRequest) (*seppv1.EnqueueRequest, error) {
+	pb := &seppv1.EnqueueRequest{
+		Queue:       req.Queue,
+		JobType:     req.JobType,
+		Payload:     req.Payload,
+		Priority:    req.Priority,
+		MaxAttempts: req.MaxAttempts,
+		Headers:     req.Headers,
+	}
+	if req.IdempotencyKey != "" {
+		if err := checkKey(req.IdempotencyKey, c.cfg.MaxIdempotencyKeyBytes); err != nil {
+			return nil, err
+		}
+		k := req.IdempotencyKey
+		pb.IdempotencyKey = &k
+	}
+	if !req.RunAt.IsZero() {
+		pb.RunAt = timestamppb.New(req.RunAt)
+	}
+	for field, v := range map[string]string{"queue": req.Queue, "job_type": req.JobType} {
+		if !utf8.ValidString(v) {
+			return nil, &Error{Code: "invalid_argument", Reason: ErrInvalidField.Error(), Message: field + ": is not valid UTF-8", Index: -1}
+		}
+	}
+	return pb, nil
+}
+
+func checkKey(k string, max int) error {
+	if !utf8.ValidString(k) {
+		return &Error{Code: "invalid_argument", Reason: ErrInvalidField.Error(),
+			Message: "idempotency_key: is not valid UTF-8; keys are UTF-8 strings", Index: -1}
+	}
+	if max > 0 && len(k) > max {
+		return &Error{Code: "invalid_argument", Reason: ErrIdempotencyKeyTooLong.Error(),
+			Message: fmt.Sprintf("idempotency key is %d bytes; the limit is %d (max_idempotency_key_bytes): use a shorter, stable id such as the entity or event id", len(k), max),
+			Index:   -1}
+	}
+	return nil
+}
+
+func ackFromProto(r *seppv1.EnqueueResponse) *Ack {
+	a := &Ack{JobID: r.GetJobId(), Deduplicated: r.GetDeduplicated(), PayloadMismatch: r.GetPayloadMismatch()}
+	if r.OriginalEnqueuedAt != nil {
+		a.OriginalEnqueuedAt = r.OriginalEnqueuedAt.AsTime()
+	}
+	if r.DedupExpiresAt != nil {
+		a.DedupExpiresAt = r.DedupExpiresAt.AsTime()
+	}
+	return a
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/config"
+	"github.com/sepp-dev/sepp/internal/server"
+	"github.com/sepp-dev/sepp/internal/store/sqlite"
+)
+
+// runBenchEnqueue sends N keyed enqueues from C concurrent producers and
+// checks that exactly one job was created per distinct key.
+func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sepp bench enqueue", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", os.Getenv("SEPP_ADDR"), "server to load (env SEPP_ADDR); empty: start a server in this process on a fresh data directory")
+	data := fs.String("data", "", "data directory of the server this command starts (default: a temporary directory, removed after)")
+	n := fs.Int("n", 100000, "enqueues to send")
+	c := fs.Int("c", 32, "concurrent producers")
+	dup := fs.Float64("dup", 0, "fraction of enqueues that repeat an earlier key (0..0.99)")
+	payloadSize := fs.Int("payload", 256, "payload size in bytes")
+	queue := fs.String("queue", "bench", "queue to enqueue to")
+	noBatch := fs.Bool("no-batching", false, "send one RPC per enqueue instead of letting the client coalesce concurrent calls")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if *n < 1 || *c < 1 || *dup < 0 || *dup >= 1 || *payloadSize < 0 {
+		return errors.New("want -n >= 1, -c >= 1, 0 <= -dup < 1, -payload >= 0")
+	}
+
+	target := *addr
+	if target == "" {
+		stopServer, started, dir, err := startBenchServer(*data)
+		if err != nil {
+			return err
+		}
+		defer stopServer()
+		target = started
+		fmt.Fprintf(stdout, "server: in-process, sqlite in %s, listening on %s\n", dir, started)
+	}
+	ctx := context.Background()
+	client, err := sepp.NewClient(ctx, target, sepp.Config{DisableBatching: *noBatch})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	keys := benchKeys(*n, *dup)
+	distinct := *n - int(float64(*n)**dup)
+	run := randomHex(6)
+	payload := make([]byte, *payloadSize)
+	for i := range payload {
+		payload[i] = 'a' + byte(i%26)
+	}
+
+	type outcome struct {
+		id      string
+		created bool
+	}
+	results := make([]outcome, *n)
+	lat := make([]time.Duration, *n)
+	var next atomic.Int64
+	var failed atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range *c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= *n {
+					return
+				}
+				t := time.Now()
+				ack, err := client.Enqueue(ctx, sepp.EnqueueRequest{
+					Queue: *queue, JobType: "bench", Payload: payload,
+					IdempotencyKey: fmt.Sprintf("bench-%s-%d", run, keys[i]),
+				})
+				lat[i] = time.Since(t)
+				if err != nil {
+					failed.Add(1)
+					errOnce.Do(func() { firstErr = err })
+					continue
+				}
+				results[i] = outcome{ack.JobID, !ack.Deduplicated}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if f := failed.Load(); f > 0 {
+		return fmt.Errorf("%d of %d enqueues failed; first: %w", f, *n, firstErr)
+	}
+
+	// Every key must map to one job id, and exactly one enqueue per key must
+	// have created it.
+	idOf := make(map[int]string, distinct)
+	created := 0
+	for i, r := range results {
+		if r.created {
+			created++
+		}
+		if prev, ok := idOf[keys[i]]; ok && prev != r.id {
+			return fmt.Errorf("DUPLICATE: key %d answered with two job ids, %s and %s", keys[i], prev, r.id)
+		}
+		idOf[keys[i]] = r.id
+	}
+	ids := map[string]bool{}
+	for _, id := range idOf {
+		ids[id] = true
+	}
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*p))] }
+	fmt.Fprintf(stdout, "enqueues:  %d from %d producers, %.0f%% duplicates, %d-byte payloads, batching %v\n",
+		*n, *c, *dup*100, *payloadSize, !*noBatch)
+	fmt.Fprintf(stdout, "elapsed:   %v\n", elapsed.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "rate:      %.0f enqueues/s\n", float64(*n)/elapsed.Seconds())
+	fmt.Fprintf(stdout, "latency:   p50 %v  p99 %v  max %v\n", pct(0.50).Round(time.Microsecond),
+		pct(0.99).Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
+	fmt.Fprintf(stdout, "check:     %d distinct keys, %d jobs created, %d distinct job ids\n", distinct, created, len(ids))
+	if created != distinct || len(ids) != distinct {
+		return fmt.Errorf("FAILED: %d distinct keys but %d jobs created (%d distinct ids)", distinct, created, len(ids))
+	}
+	fmt.Fprintln(stdout, "check:     OK (one job per key)")
+	return nil
+}
+
+// benchKeys returns n key numbers: each of the first n-dups numbers once,
+// and dups repeats of random earlier ones, shuffled.
+func benchKeys(n int, dup float64) []int {
+	dups := int(float64(n) * dup)
+	distinct := n - dups
+	keys := make([]int, 0, n)
+	for i := range distinct {
+		keys = append(keys, i)
+	}
+	for range dups {
+		keys = append(keys, mrand.IntN(distinct))
+	}
+	mrand.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	return keys
+}
+
+// startBenchServer runs a real server in this process on a random loopback
+// port, with logs off (one log line per dedup hit would measure the
+// terminal). It returns a function that stops it.
+func startBenchServer(dir string) (stop func(), addr, where string, err error) {
+	cleanup := func() {}
+	if dir == "" {
+		dir, err = os.MkdirTemp("", "sepp-bench-")
+		if err != nil {
+			return nil, "", "", err
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+	}
+	cfg := config.Default()
+	cfg.Storage.Path = dir
+	metrics := server.NewMetrics()
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: dir, OnCommit: metrics.ObserveCommit})
+	if err != nil {
+		cleanup()
+		return nil, "", "", err
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := server.New(server.Options{Config: &cfg, Store: st, Logger: logger, Metrics: metrics})
+	if err != nil {
+		st.Close()
+		cleanup()
+		return nil, "", "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		st.Close()
+		cleanup()
+		return nil, "", "", err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	stop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-done
+		st.Close()
+		cleanup()
+	}
+	return stop, "http://" + ln.Addr().String(), dir, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/sepp-dev/sepp/internal/config"
+	"github.com/sepp-dev/sepp/internal/server"
+	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/sqlite"
+)
+
+// shutdownGrace is how long in-flight calls may run after SIGTERM.
+const shutdownGrace = 30 * time.Second
+
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sepp serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "TOML config `file` (optional: without one, defaults and SEPP_* env apply)")
+	check := fs.Bool("check-config", false, "validate the configuration, print OK, and exit")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		return err
+	}
+	if *check {
+		name := *configPath
+		if name == "" {
+			name = "(no config file: defaults)"
+		}
+		fmt.Fprintf(stdout, "%s: OK\n", name)
+		return nil
+	}
+	logger, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	metrics := server.NewMetrics()
+	st, where, err := openStore(ctx, cfg, metrics)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	srv, err := server.New(server.Options{Config: cfg, Store: st, Logger: logger, Metrics: metrics})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (set [server] listen or SEPP_LISTEN to another address)", cfg.Server.Listen, err)
+	}
+	logger.Info("sepp serving", "addr", ln.Addr().String(), "backend", cfg.Storage.Backend, "data", where, "version", version)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: finishing in-flight calls", "grace", shutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if serr := <-errc; serr != nil {
+		err = errors.Join(err, serr)
+	}
+	if cerr := st.Close(); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	logger.Info("stopped")
+	return err
+}
+
+func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics) (store.Store, string, error) {
+	switch cfg.Storage.Backend {
+	case config.BackendSQLite:
+		abs, err := filepath.Abs(cfg.Storage.Path)
+		if err != nil {
+			abs = cfg.Storage.Path
+		}
+		st, err := sqlite.Open(ctx, sqlite.Options{Path: cfg.Storage.Path, OnCommit: m.ObserveCommit})
+		if err != nil {
+			return nil, "", fmt.Errorf("open the sqlite store in %s: %w", abs, err)
+		}
+		return st, abs, nil
+	case config.BackendPostgres:
+		return nil, "", errors.New(`storage.backend = "postgres" is not available in this release yet; use "sqlite"`)
+	}
+	return nil, "", fmt.Errorf("unknown storage backend %q", cfg.Storage.Backend)
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}

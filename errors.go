@@ -1,0 +1,134 @@
+package sepp
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Sentinel errors, one per reason the server can give. Compare with errors.Is:
+//
+//	if errors.Is(err, sepp.ErrIdempotencyKeyTooLong) { ... }
+//
+// The error itself is an *Error carrying the server's message.
+var (
+	// ErrIdempotencyKeyTooLong: the key is longer than the server's
+	// max_idempotency_key_bytes (256 by default), counted in bytes.
+	ErrIdempotencyKeyTooLong = errors.New("IDEMPOTENCY_KEY_TOO_LONG")
+	// ErrIdempotencyKeyEmpty: a key was sent but is empty.
+	ErrIdempotencyKeyEmpty = errors.New("IDEMPOTENCY_KEY_EMPTY")
+	// ErrIdempotencyKeyConflict: the key is recorded with a different job
+	// type or payload on a queue with key_reuse = "reject_mismatch".
+	ErrIdempotencyKeyConflict = errors.New("IDEMPOTENCY_KEY_CONFLICT")
+	// ErrUnknownQueue: the queue is not declared and the server is strict.
+	ErrUnknownQueue = errors.New("UNKNOWN_QUEUE")
+	// ErrUnknownJobType: the queue's job_types do not include the job type.
+	ErrUnknownJobType = errors.New("UNKNOWN_JOB_TYPE")
+	// ErrPayloadTooLarge: the payload exceeds max_payload_bytes.
+	ErrPayloadTooLarge = errors.New("PAYLOAD_TOO_LARGE")
+	// ErrBatchTooLarge: the batch has more jobs than max_batch_size.
+	ErrBatchTooLarge = errors.New("BATCH_TOO_LARGE")
+	// ErrInvalidField: another field is malformed; the message names it.
+	ErrInvalidField = errors.New("INVALID_FIELD")
+	// ErrJobNotFound: no job has this id (or it was deleted by retention).
+	ErrJobNotFound = errors.New("JOB_NOT_FOUND")
+	// ErrLeaseLost: the lease token no longer holds the job's lease.
+	ErrLeaseLost = errors.New("LEASE_LOST")
+	// ErrEffectInProgress: another worker holds the effect.
+	ErrEffectInProgress = errors.New("EFFECT_IN_PROGRESS")
+	// ErrUnavailable: the server could not be reached, or did not answer in
+	// time. A keyed enqueue is safe to retry with the same key.
+	ErrUnavailable = errors.New("UNAVAILABLE")
+	// ErrInternal: the server failed; the message says why.
+	ErrInternal = errors.New("INTERNAL")
+)
+
+var sentinels = map[string]error{}
+
+func init() {
+	for _, e := range []error{
+		ErrIdempotencyKeyTooLong, ErrIdempotencyKeyEmpty, ErrIdempotencyKeyConflict, ErrUnknownQueue,
+		ErrUnknownJobType, ErrPayloadTooLarge, ErrBatchTooLarge, ErrInvalidField, ErrJobNotFound,
+		ErrLeaseLost, ErrEffectInProgress, ErrUnavailable, ErrInternal,
+	} {
+		sentinels[e.Error()] = e
+	}
+}
+
+// Error is an error answered by the server (or found by the client's own
+// checks before sending).
+type Error struct {
+	// Code is the Connect code name, e.g. "invalid_argument".
+	Code string
+	// Reason is the stable reason, e.g. "IDEMPOTENCY_KEY_TOO_LONG".
+	Reason string
+	// Message says what went wrong and what to do.
+	Message string
+	// Index is the failing job of an atomic batch, or -1.
+	Index int
+}
+
+func (e *Error) Error() string {
+	return "sepp: " + e.Reason + ": " + e.Message
+}
+
+// Is makes errors.Is(err, sepp.ErrXxx) match the error's reason.
+func (e *Error) Is(target error) bool {
+	s, ok := sentinels[e.Reason]
+	return ok && s == target
+}
+
+// connectCodeNames are the Connect names of the gRPC codes.
+var connectCodeNames = map[codes.Code]string{
+	codes.Canceled: "canceled", codes.Unknown: "unknown", codes.InvalidArgument: "invalid_argument",
+	codes.DeadlineExceeded: "deadline_exceeded", codes.NotFound: "not_found", codes.AlreadyExists: "already_exists",
+	codes.PermissionDenied: "permission_denied", codes.ResourceExhausted: "resource_exhausted",
+	codes.FailedPrecondition: "failed_precondition", codes.Aborted: "aborted", codes.OutOfRange: "out_of_range",
+	codes.Unimplemented: "unimplemented", codes.Internal: "internal", codes.Unavailable: "unavailable",
+	codes.DataLoss: "data_loss", codes.Unauthenticated: "unauthenticated",
+}
+
+// fromRPC turns an RPC error into an *Error.
+func fromRPC(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return &Error{Code: "unavailable", Reason: ErrUnavailable.Error(), Message: err.Error(), Index: -1}
+	}
+	e := &Error{Code: connectCodeNames[st.Code()], Message: st.Message(), Index: -1}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			e.Reason = info.GetReason()
+			if i, err := strconv.Atoi(info.GetMetadata()["index"]); err == nil {
+				e.Index = i
+			}
+		}
+	}
+	if e.Reason == "" {
+		switch st.Code() {
+		case codes.Unavailable, codes.DeadlineExceeded:
+			e.Reason = ErrUnavailable.Error()
+		case codes.NotFound:
+			e.Reason = ErrJobNotFound.Error()
+		default:
+			e.Reason = ErrInternal.Error()
+		}
+	}
+	return e
+}
+
+// retryable reports whether err leaves an enqueue's fate unknown (the server
+// may or may not have written it), so that a keyed enqueue should be resent.
+func retryable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Reason == ErrUnavailable.Error()
+}

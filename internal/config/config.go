@@ -1,0 +1,307 @@
+package config
+
+import (
+	"slices"
+	"time"
+)
+
+// Defaults of every setting. Durations are in milliseconds, as in the file.
+const (
+	DefaultListen                 = "127.0.0.1:50051"
+	DefaultMaxPayloadBytes        = 1 << 20 // 1 MiB
+	DefaultMaxBatchSize           = 1000
+	DefaultBackend                = BackendSQLite
+	DefaultStoragePath            = "./sepp-data"
+	DefaultDedupWindowMs          = 24 * 60 * 60 * 1000 // 24 h
+	DefaultMaxIdempotencyKeyBytes = 256
+	DefaultSweepIntervalMs        = 60 * 1000               // 1 min
+	DefaultCompletedRetentionMs   = 24 * 60 * 60 * 1000     // 24 h
+	DefaultDeadRetentionMs        = 7 * 24 * 60 * 60 * 1000 // 7 days
+	DefaultKeyReuse               = KeyReuseReturnOriginal
+	DefaultMaxAttempts            = 25
+	DefaultLeaseMs                = 30 * 1000      // 30 s
+	DefaultBackoffInitialMs       = 1000           // 1 s
+	DefaultBackoffMaxMs           = 60 * 60 * 1000 // 1 h
+)
+
+// MaxMs is the largest millisecond value accepted for any *_ms key: the
+// largest that still fits in a time.Duration (about 292 years).
+const MaxMs = int64(1<<63-1) / int64(time.Millisecond)
+
+// Environment variables that override the file.
+const (
+	EnvListen         = "SEPP_LISTEN"          // server.listen
+	EnvStorageBackend = "SEPP_STORAGE_BACKEND" // storage.backend
+	EnvStoragePath    = "SEPP_STORAGE_PATH"    // storage.path
+	EnvStorageURL     = "SEPP_STORAGE_URL"     // storage.url
+)
+
+// Config is the whole configuration. Obtain one from Load, LoadWith, Parse or
+// Default; treat it as read-only once loaded (see Validate for configs built
+// in code).
+type Config struct {
+	// Server is the [server] section.
+	Server ServerConfig `toml:"server"`
+	// Storage is the [storage] section.
+	Storage StorageConfig `toml:"storage"`
+	// Queues are the [[queues]] entries in file order, as written: a zero
+	// field means "not set" and falls back to its default. Use Queue for the
+	// resolved settings of a queue. Default: none (every queue is undeclared).
+	Queues []QueueConfig `toml:"queues"`
+
+	// byName maps a declared queue's name to its resolved settings; built by
+	// Validate (and so by Load and Parse). nil means "not built": Queue and
+	// Declared then scan Queues.
+	byName map[string]QueueConfig
+	// undeclared is the resolved settings of an undeclared queue, without a
+	// name; valid when byName is not nil.
+	undeclared QueueConfig
+}
+
+// ServerConfig is the [server] section.
+type ServerConfig struct {
+	// Listen is the TCP address the API listens on, as host:port.
+	// Default "127.0.0.1:50051"; env SEPP_LISTEN.
+	Listen string `toml:"listen"`
+	// Strict, when true, makes an enqueue to a queue not declared in
+	// [[queues]] fail with UNKNOWN_QUEUE. When false, undeclared queues are
+	// created on first use with the default queue settings. Default false.
+	Strict bool `toml:"strict"`
+	// MaxPayloadBytes is the largest job payload accepted, in bytes.
+	// Default 1048576 (1 MiB).
+	MaxPayloadBytes int64 `toml:"max_payload_bytes"`
+	// MaxBatchSize is the most jobs one EnqueueBatch call may carry.
+	// Default 1000.
+	MaxBatchSize int `toml:"max_batch_size"`
+}
+
+// Backend names a storage backend.
+type Backend string
+
+// The storage backends.
+const (
+	// BackendSQLite is the embedded backend; it keeps its data under
+	// StorageConfig.Path.
+	BackendSQLite Backend = "sqlite"
+	// BackendPostgres uses the PostgreSQL database at StorageConfig.URL.
+	BackendPostgres Backend = "postgres"
+)
+
+// StorageConfig is the [storage] section.
+type StorageConfig struct {
+	// Backend is the storage backend, BackendSQLite or BackendPostgres.
+	// Default "sqlite"; env SEPP_STORAGE_BACKEND.
+	Backend Backend `toml:"backend"`
+	// Path is the sqlite data directory. Default "./sepp-data";
+	// env SEPP_STORAGE_PATH.
+	Path string `toml:"path"`
+	// URL is the postgres connection string, required when Backend is
+	// "postgres", e.g. postgres://user@127.0.0.1:5432/sepp. Default "";
+	// env SEPP_STORAGE_URL.
+	URL string `toml:"url"`
+	// DedupWindowMs is how long an idempotency key is remembered, in
+	// milliseconds: the window of every queue that does not set its own.
+	// Default 86400000 (24 h).
+	DedupWindowMs int64 `toml:"dedup_window_ms"`
+	// MaxIdempotencyKeyBytes is the longest idempotency key accepted, in
+	// bytes. Default 256.
+	MaxIdempotencyKeyBytes int `toml:"max_idempotency_key_bytes"`
+	// SweepIntervalMs is how often expired dedup records and jobs past their
+	// retention are deleted, in milliseconds. Default 60000 (1 min).
+	SweepIntervalMs int64 `toml:"sweep_interval_ms"`
+	// CompletedRetentionMs is how long a completed job is kept, in
+	// milliseconds. Default 86400000 (24 h).
+	CompletedRetentionMs int64 `toml:"completed_retention_ms"`
+	// DeadRetentionMs is how long a dead-lettered job is kept, in
+	// milliseconds. Default 604800000 (7 days).
+	DeadRetentionMs int64 `toml:"dead_retention_ms"`
+}
+
+// DedupWindow is DedupWindowMs as a duration.
+func (s StorageConfig) DedupWindow() time.Duration { return ms(s.DedupWindowMs) }
+
+// SweepInterval is SweepIntervalMs as a duration.
+func (s StorageConfig) SweepInterval() time.Duration { return ms(s.SweepIntervalMs) }
+
+// CompletedRetention is CompletedRetentionMs as a duration.
+func (s StorageConfig) CompletedRetention() time.Duration { return ms(s.CompletedRetentionMs) }
+
+// DeadRetention is DeadRetentionMs as a duration.
+func (s StorageConfig) DeadRetention() time.Duration { return ms(s.DeadRetentionMs) }
+
+// KeyReuse says what an enqueue gets when its idempotency key is already
+// recorded, inside the dedup window, with a different payload.
+type KeyReuse string
+
+// The key reuse policies.
+const (
+	// KeyReuseReturnOriginal returns the original job (deduplicated = true,
+	// payload_mismatch = true): the second enqueue is a no-op.
+	KeyReuseReturnOriginal KeyReuse = "return_original"
+	// KeyReuseRejectMismatch fails the enqueue when the payload differs from
+	// the original's; a reuse with the same payload still returns the
+	// original.
+	KeyReuseRejectMismatch KeyReuse = "reject_mismatch"
+)
+
+// QueueConfig is one [[queues]] entry. In Config.Queues a zero field means
+// "not set in the file"; Config.Queue returns a copy with every field
+// resolved to its value or default.
+type QueueConfig struct {
+	// Name is the queue name. Required in [[queues]].
+	Name string `toml:"name"`
+	// DedupWindowMs is this queue's dedup window in milliseconds.
+	// Default (0): storage.dedup_window_ms.
+	DedupWindowMs int64 `toml:"dedup_window_ms"`
+	// KeyReuse is what a reused idempotency key with a different payload
+	// gets. Default (""): KeyReuseReturnOriginal.
+	KeyReuse KeyReuse `toml:"key_reuse"`
+	// DedupByContent, when true, also deduplicates enqueues that carry no
+	// idempotency key, keyed by a fingerprint of the job's content.
+	// Default false.
+	DedupByContent bool `toml:"dedup_by_content"`
+	// JobTypes, when not empty, lists the only job types this queue
+	// accepts. Default (empty): every job type. Do not modify the slice of
+	// a loaded config.
+	JobTypes []string `toml:"job_types"`
+	// MaxAttempts is how many times a job is tried before it is
+	// dead-lettered. Default (0): 25.
+	MaxAttempts int `toml:"max_attempts"`
+	// LeaseMs is how long a worker holds a job before it may be handed to
+	// another worker, in milliseconds. Default (0): 30000 (30 s).
+	LeaseMs int64 `toml:"lease_ms"`
+	// BackoffInitialMs is the retry delay after the first failed attempt,
+	// in milliseconds; later delays grow up to BackoffMaxMs.
+	// Default (0): 1000 (1 s).
+	BackoffInitialMs int64 `toml:"backoff_initial_ms"`
+	// BackoffMaxMs is the longest retry delay, in milliseconds.
+	// Default (0): 3600000 (1 h).
+	BackoffMaxMs int64 `toml:"backoff_max_ms"`
+}
+
+// DedupWindow is DedupWindowMs as a duration (0 if not resolved: use the
+// QueueConfig returned by Config.Queue).
+func (q QueueConfig) DedupWindow() time.Duration { return ms(q.DedupWindowMs) }
+
+// Lease is LeaseMs as a duration.
+func (q QueueConfig) Lease() time.Duration { return ms(q.LeaseMs) }
+
+// BackoffInitial is BackoffInitialMs as a duration.
+func (q QueueConfig) BackoffInitial() time.Duration { return ms(q.BackoffInitialMs) }
+
+// BackoffMax is BackoffMaxMs as a duration.
+func (q QueueConfig) BackoffMax() time.Duration { return ms(q.BackoffMaxMs) }
+
+// AcceptsJobType reports whether the queue accepts jobs of type t: true for
+// any t when JobTypes is empty.
+func (q QueueConfig) AcceptsJobType(t string) bool {
+	return len(q.JobTypes) == 0 || slices.Contains(q.JobTypes, t)
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+// Default returns the configuration used when there is no file and no
+// environment variable: every setting at its default, no declared queue.
+func Default() Config {
+	return Config{
+		Server: ServerConfig{
+			Listen:          DefaultListen,
+			Strict:          false,
+			MaxPayloadBytes: DefaultMaxPayloadBytes,
+			MaxBatchSize:    DefaultMaxBatchSize,
+		},
+		Storage: StorageConfig{
+			Backend:                DefaultBackend,
+			Path:                   DefaultStoragePath,
+			URL:                    "",
+			DedupWindowMs:          DefaultDedupWindowMs,
+			MaxIdempotencyKeyBytes: DefaultMaxIdempotencyKeyBytes,
+			SweepIntervalMs:        DefaultSweepIntervalMs,
+			CompletedRetentionMs:   DefaultCompletedRetentionMs,
+			DeadRetentionMs:        DefaultDeadRetentionMs,
+		},
+	}
+}
+
+// Queue returns the resolved settings of the queue called name: for a
+// declared queue its values, with every unset field at its default (the
+// dedup window at storage.dedup_window_ms); for an undeclared queue the
+// defaults. The result's Name is always name. It is a map lookup on a loaded
+// config.
+func (c *Config) Queue(name string) QueueConfig {
+	if c.byName != nil {
+		if q, ok := c.byName[name]; ok {
+			return q
+		}
+		q := c.undeclared
+		q.Name = name
+		return q
+	}
+	for _, q := range c.Queues {
+		if q.Name == name {
+			return c.resolve(q)
+		}
+	}
+	return c.resolve(QueueConfig{Name: name})
+}
+
+// Declared reports whether name is declared in [[queues]].
+func (c *Config) Declared(name string) bool {
+	if c.byName != nil {
+		_, ok := c.byName[name]
+		return ok
+	}
+	for _, q := range c.Queues {
+		if q.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve fills q's unset fields with their defaults.
+func (c *Config) resolve(q QueueConfig) QueueConfig {
+	if q.DedupWindowMs == 0 {
+		q.DedupWindowMs = c.Storage.DedupWindowMs
+	}
+	if q.KeyReuse == "" {
+		q.KeyReuse = DefaultKeyReuse
+	}
+	if q.MaxAttempts == 0 {
+		q.MaxAttempts = DefaultMaxAttempts
+	}
+	if q.LeaseMs == 0 {
+		q.LeaseMs = DefaultLeaseMs
+	}
+	if q.BackoffInitialMs == 0 {
+		q.BackoffInitialMs = DefaultBackoffInitialMs
+	}
+	if q.BackoffMaxMs == 0 {
+		q.BackoffMaxMs = DefaultBackoffMaxMs
+	}
+	if len(q.JobTypes) == 0 {
+		q.JobTypes = nil
+	}
+	return q
+}
+
+// buildIndex builds the lookups used by Queue and Declared.
+func (c *Config) buildIndex() {
+	c.byName = make(map[string]QueueConfig, len(c.Queues))
+	for _, q := range c.Queues {
+		c.byName[q.Name] = c.resolve(q)
+	}
+	c.undeclared = c.resolve(QueueConfig{})
+}
+
+// Validate checks a configuration built in code (for example Default with
+// Queues appended) with the rules Load applies, and builds the lookups used
+// by Queue and Declared. Call it before sharing the config between
+// goroutines. Its errors carry no file or line.
+func (c *Config) Validate() error {
+	if err := c.validate("", nil); err != nil {
+		return err
+	}
+	c.buildIndex()
+	return nil
+}

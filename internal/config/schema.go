@@ -1,0 +1,273 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// valueKind is the TOML shape a key expects.
+type valueKind int
+
+const (
+	kindString valueKind = iota + 1
+	kindBool
+	kindInt
+	kindStringList
+	kindTable
+	kindTableArray
+)
+
+// want describes the expected shape, for "must be ..." messages.
+func (k valueKind) want() string {
+	switch k {
+	case kindString:
+		return `a string in double quotes, like "text"`
+	case kindBool:
+		return "true or false"
+	case kindInt:
+		return "a whole number, like 1000"
+	case kindStringList:
+		return `a list of strings, like ["a", "b"]`
+	case kindTable:
+		return "a table"
+	case kindTableArray:
+		return "a list of tables"
+	}
+	return "?"
+}
+
+// noun names the kind briefly: "a string".
+func (k valueKind) noun() string {
+	switch k {
+	case kindString:
+		return "a string"
+	case kindBool:
+		return "a boolean"
+	case kindInt:
+		return "a number"
+	case kindStringList:
+		return "a list of strings"
+	case kindTable:
+		return "a table"
+	case kindTableArray:
+		return "a list of tables"
+	}
+	return "?"
+}
+
+// hint says how to write a value of this kind, for syntax errors.
+func (k valueKind) hint() string {
+	switch k {
+	case kindString:
+		return `put the value in double quotes, like "text"`
+	case kindBool:
+		return "write true or false"
+	case kindInt:
+		return "write a whole number, like 1000"
+	case kindStringList:
+		return `write a list of strings, like ["a", "b"]`
+	}
+	return ""
+}
+
+// keySpec describes one key of the file.
+type keySpec struct {
+	// path is the key's path, with "[]" for the elements of an array of
+	// tables: "queues[].name".
+	path string
+	kind valueKind
+	// about says what the key is, for messages: "the dedup window in
+	// milliseconds; default 86400000".
+	about string
+}
+
+// specs lists every key, sections first; validate, the walk and the tests
+// use it. Its order is the order of "valid keys" hints.
+var specs = []keySpec{
+	{"server", kindTable, "the [server] section"},
+	{"server.listen", kindString, `the address to listen on, host:port; default "127.0.0.1:50051"`},
+	{"server.strict", kindBool, "true makes an enqueue to an undeclared queue fail with UNKNOWN_QUEUE; default false"},
+	{"server.max_payload_bytes", kindInt, "the largest job payload accepted, in bytes; default 1048576"},
+	{"server.max_batch_size", kindInt, "the most jobs one EnqueueBatch call may carry; default 1000"},
+
+	{"storage", kindTable, "the [storage] section"},
+	{"storage.backend", kindString, `the storage backend, "sqlite" or "postgres"; default "sqlite"`},
+	{"storage.path", kindString, `the sqlite data directory; default "./sepp-data"`},
+	{"storage.url", kindString, "the postgres URL, like postgres://user@127.0.0.1:5432/sepp; required with backend = \"postgres\""},
+	{"storage.dedup_window_ms", kindInt, "the dedup window in milliseconds; default 86400000"},
+	{"storage.max_idempotency_key_bytes", kindInt, "the longest idempotency key accepted, in bytes; default 256"},
+	{"storage.sweep_interval_ms", kindInt, "how often expired records are deleted, in milliseconds; default 60000"},
+	{"storage.completed_retention_ms", kindInt, "how long completed jobs are kept, in milliseconds; default 86400000"},
+	{"storage.dead_retention_ms", kindInt, "how long dead-lettered jobs are kept, in milliseconds; default 604800000"},
+
+	{"queues", kindTableArray, "the queue declarations, one [[queues]] section each"},
+	{"queues[].name", kindString, "the queue name; required"},
+	{"queues[].dedup_window_ms", kindInt, "this queue's dedup window in milliseconds; default storage.dedup_window_ms"},
+	{"queues[].key_reuse", kindString, `what a reused key with another payload gets, "return_original" or "reject_mismatch"; default "return_original"`},
+	{"queues[].dedup_by_content", kindBool, "true also deduplicates jobs without an idempotency key, by content; default false"},
+	{"queues[].job_types", kindStringList, "the only job types accepted; default: all"},
+	{"queues[].max_attempts", kindInt, "how many times a job is tried before it is dead-lettered; default 25"},
+	{"queues[].lease_ms", kindInt, "how long a worker holds a job, in milliseconds; default 30000"},
+	{"queues[].backoff_initial_ms", kindInt, "the first retry delay, in milliseconds; default 1000"},
+	{"queues[].backoff_max_ms", kindInt, "the longest retry delay, in milliseconds; default 3600000"},
+}
+
+var (
+	// specByPath indexes specs by path.
+	specByPath = map[string]*keySpec{}
+	// childNames lists the keys directly under a path ("" is the root), in
+	// specs order.
+	childNames = map[string][]string{}
+)
+
+func init() {
+	for i := range specs {
+		s := &specs[i]
+		specByPath[s.path] = s
+		parent, name := splitPath(s.path)
+		childNames[parent] = append(childNames[parent], name)
+	}
+}
+
+// splitPath splits a spec path into its parent (with a trailing "[]" of an
+// array of tables removed) and last key: "queues[].name" gives "queues[]",
+// "name".
+func splitPath(p string) (parent, name string) {
+	i := strings.LastIndexByte(p, '.')
+	if i < 0 {
+		return "", p
+	}
+	return p[:i], p[i+1:]
+}
+
+// section names a spec path as the user writes its header: "[server]",
+// "[[queues]]", or "the top level" for the root.
+func section(p string) string {
+	switch {
+	case p == "":
+		return "the top level"
+	case strings.HasSuffix(p, "[]"):
+		return "[[" + strings.TrimSuffix(p, "[]") + "]]"
+	}
+	return "[" + p + "]"
+}
+
+// about returns the spec's help for a key path such as "queues[3].lease_ms",
+// formatted as " (help)", or "" for an unknown key.
+func about(path string) string {
+	if s := specByPath[specPath(path)]; s != nil {
+		return " (" + s.about + ")"
+	}
+	return ""
+}
+
+// specPath turns a key path into its spec path: "queues[3].lease_ms" gives
+// "queues[].lease_ms".
+func specPath(path string) string {
+	if !strings.Contains(path, "[") {
+		return path
+	}
+	var b strings.Builder
+	skip := false
+	for _, r := range path {
+		switch {
+		case r == '[':
+			b.WriteString("[]")
+			skip = true
+		case r == ']':
+			skip = false
+		case !skip:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// unknownKeyMsg is the message for key name found under the spec path parent
+// (which is itself known): a did-you-mean if a key there is close, else the
+// sections where name does exist, else the list of valid keys.
+func unknownKeyMsg(parent, name string, header bool) string {
+	what := "unknown key"
+	if header {
+		what = "unknown section"
+	}
+	cands := childNames[parent]
+	best, bestD := "", 3
+	lower := strings.ToLower(name)
+	for _, c := range cands {
+		d := editDistance(lower, c)
+		if len(lower) >= 4 && strings.HasPrefix(c, lower+"_") {
+			d = 1 // the unit left out: "lease" for "lease_ms"
+		}
+		if d < bestD && d <= len(c)/3+1 {
+			best, bestD = c, d
+		}
+	}
+	if best != "" {
+		if parent == "" {
+			return fmt.Sprintf("%s (did you mean %s?)", what, section(specByPath[best].sectionPath()))
+		}
+		return fmt.Sprintf("%s (did you mean %q?)", what, best)
+	}
+	var elsewhere []string
+	for _, s := range specs {
+		if p, n := splitPath(s.path); n == name && p != parent {
+			elsewhere = append(elsewhere, section(p))
+		}
+	}
+	if len(elsewhere) > 0 {
+		where := "in " + section(parent)
+		if parent == "" {
+			where = "at the top level"
+		}
+		return fmt.Sprintf("%s %s (it belongs in %s)", what, where, strings.Join(elsewhere, " or "))
+	}
+	if parent == "" {
+		var valid []string
+		for _, c := range cands {
+			valid = append(valid, section(specByPath[c].sectionPath()))
+		}
+		return fmt.Sprintf("%s; the sections are %s", what, strings.Join(valid, ", "))
+	}
+	return fmt.Sprintf("%s; the keys of %s are %s", what, section(parent), strings.Join(cands, ", "))
+}
+
+// sectionPath is the path of the section a table key opens: "queues[]" for
+// the array of tables "queues".
+func (s *keySpec) sectionPath() string {
+	if s.kind == kindTableArray {
+		return s.path + "[]"
+	}
+	return s.path
+}
+
+func joinPath(parent, name string) string {
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 30
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,236 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+const postgresExample = "postgres://user@127.0.0.1:5432/sepp"
+
+// validate checks c. file and org say where each value came from (org may
+// be nil: then every value counts as set in code, and a zero queue field
+// means "use the default"). It returns the problem on the earliest line
+// (problems without a line first), or nil.
+func (c *Config) validate(file string, org origins) error {
+	v := &validator{file: file, org: org}
+
+	s := c.Server
+	if msg := checkListen(s.Listen); msg != "" {
+		v.bad("server.listen", msg)
+	}
+	v.positive("server.max_payload_bytes", s.MaxPayloadBytes)
+	v.positive("server.max_batch_size", int64(s.MaxBatchSize))
+
+	st := c.Storage
+	switch st.Backend {
+	case BackendSQLite:
+		if st.Path == "" {
+			v.bad("storage.path", `must not be empty with backend = "sqlite"`)
+		}
+	case BackendPostgres:
+		switch {
+		case st.URL == "" && v.has("storage.url"):
+			v.fail("storage.url", `must not be empty with backend = "postgres"; set it like `+postgresExample)
+		case st.URL == "":
+			v.fail("storage.backend", `is "postgres" but storage.url is not set; set url in [storage] or `+EnvStorageURL+`, like `+postgresExample)
+		default:
+			if msg := checkPostgresURL(st.URL); msg != "" {
+				v.fail("storage.url", msg)
+			}
+		}
+	default:
+		v.bad("storage.backend", fmt.Sprintf("must be %q or %q, got %q", BackendSQLite, BackendPostgres, st.Backend))
+	}
+	v.millis("storage.dedup_window_ms", st.DedupWindowMs)
+	v.positive("storage.max_idempotency_key_bytes", int64(st.MaxIdempotencyKeyBytes))
+	v.millis("storage.sweep_interval_ms", st.SweepIntervalMs)
+	v.millis("storage.completed_retention_ms", st.CompletedRetentionMs)
+	v.millis("storage.dead_retention_ms", st.DeadRetentionMs)
+
+	firstIndex := make(map[string]int, len(c.Queues))
+	for i, q := range c.Queues {
+		p := fmt.Sprintf("queues[%d]", i)
+		name := p + ".name"
+		switch {
+		case q.Name == "" && !v.has(name):
+			v.fail(name, `missing: every [[queues]] entry needs a name, like name = "emails"`)
+		case q.Name == "":
+			v.bad(name, "must not be empty")
+		case strings.TrimSpace(q.Name) != q.Name:
+			v.bad(name, fmt.Sprintf("%q has leading or trailing spaces", q.Name))
+		case strings.ContainsFunc(q.Name, unicode.IsControl):
+			v.bad(name, fmt.Sprintf("%q contains a control character", q.Name))
+		default:
+			if j, dup := firstIndex[q.Name]; dup {
+				first := fmt.Sprintf("queues[%d]", j)
+				if l := v.line(first + ".name"); l > 0 {
+					first = "line " + strconv.Itoa(l)
+				}
+				v.fail(name, fmt.Sprintf("duplicate queue %q (first declared at %s)", q.Name, first))
+			} else {
+				firstIndex[q.Name] = i
+			}
+		}
+
+		v.queueMillis(p+".dedup_window_ms", q.DedupWindowMs)
+		if q.KeyReuse != "" || v.has(p+".key_reuse") {
+			if q.KeyReuse != KeyReuseReturnOriginal && q.KeyReuse != KeyReuseRejectMismatch {
+				v.bad(p+".key_reuse", fmt.Sprintf("must be %q or %q, got %q", KeyReuseReturnOriginal, KeyReuseRejectMismatch, q.KeyReuse))
+			}
+		}
+		for j, t := range q.JobTypes {
+			if strings.TrimSpace(t) == "" {
+				v.fail(p+".job_types", fmt.Sprintf("entry %d is empty; list job type names, or leave job_types out to accept every job type", j))
+				break
+			}
+		}
+		if q.MaxAttempts < 0 || (q.MaxAttempts == 0 && v.has(p+".max_attempts")) {
+			v.bad(p+".max_attempts", fmt.Sprintf("must be >= 1, got %d", q.MaxAttempts))
+		} else if q.MaxAttempts > math.MaxInt32 {
+			v.bad(p+".max_attempts", fmt.Sprintf("must be at most %d, got %d", math.MaxInt32, q.MaxAttempts))
+		}
+		v.queueMillis(p+".lease_ms", q.LeaseMs)
+		v.queueMillis(p+".backoff_initial_ms", q.BackoffInitialMs)
+		v.queueMillis(p+".backoff_max_ms", q.BackoffMaxMs)
+
+		r := c.resolve(q)
+		if r.BackoffInitialMs > 0 && r.BackoffMaxMs > 0 && r.BackoffInitialMs > r.BackoffMaxMs {
+			if q.BackoffInitialMs != 0 {
+				v.fail(p+".backoff_initial_ms", fmt.Sprintf("must be <= backoff_max_ms (%d), got %d; lower it or raise backoff_max_ms", r.BackoffMaxMs, r.BackoffInitialMs))
+			} else {
+				v.fail(p+".backoff_max_ms", fmt.Sprintf("must be >= backoff_initial_ms (%d), got %d; raise it or lower backoff_initial_ms", r.BackoffInitialMs, r.BackoffMaxMs))
+			}
+		}
+	}
+
+	if len(v.problems) == 0 {
+		return nil
+	}
+	return firstProblem(v.problems)
+}
+
+type validator struct {
+	file     string
+	org      origins
+	problems []*Error
+}
+
+// has reports whether path was set in the file or the environment.
+func (v *validator) has(path string) bool {
+	_, ok := v.org[path]
+	return ok
+}
+
+// line is the file line where path was set, or 0.
+func (v *validator) line(path string) int {
+	return v.org[path].line
+}
+
+// bad reports a bad value at path, adding what the key is.
+func (v *validator) bad(path, msg string) { v.report(path, msg, true) }
+
+// fail reports a problem at path, as is.
+func (v *validator) fail(path, msg string) { v.report(path, msg, false) }
+
+// report blames the origin of path or, if path kept its default, of its
+// nearest enclosing section set in the file ("queues[1]" for a missing
+// "queues[1].name").
+func (v *validator) report(path, msg string, withAbout bool) {
+	for p := path; p != ""; p = parentKey(p) {
+		o, ok := v.org[p]
+		if !ok {
+			continue
+		}
+		if o.env != "" {
+			note := " (from the environment: it overrides " + path
+			if a := about(path); withAbout && a != "" {
+				note += ", " + a[2:]
+			} else {
+				note += ")"
+			}
+			v.problems = append(v.problems, &Error{Key: o.env, Msg: msg + note})
+			return
+		}
+		if withAbout {
+			msg += about(path)
+		}
+		v.problems = append(v.problems, &Error{File: v.file, Line: o.line, Key: path, Msg: msg})
+		return
+	}
+	if withAbout {
+		msg += about(path)
+	}
+	v.problems = append(v.problems, &Error{File: v.file, Key: path, Msg: msg})
+}
+
+// parentKey strips the last element of a key path: "queues[1].name" gives
+// "queues[1]", which gives "queues".
+func parentKey(p string) string {
+	if i := strings.LastIndexAny(p, ".["); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+func (v *validator) positive(path string, n int64) {
+	if n <= 0 {
+		v.bad(path, fmt.Sprintf("must be > 0, got %d", n))
+	}
+}
+
+func (v *validator) millis(path string, n int64) {
+	switch {
+	case n <= 0:
+		v.bad(path, fmt.Sprintf("must be > 0, got %d", n))
+	case n > MaxMs:
+		v.bad(path, fmt.Sprintf("must be at most %d (about 292 years), got %d", MaxMs, n))
+	}
+}
+
+// queueMillis checks a queue duration, where 0 means "not set" unless the
+// key is in the file.
+func (v *validator) queueMillis(path string, n int64) {
+	if n == 0 && !v.has(path) {
+		return
+	}
+	v.millis(path, n)
+}
+
+// checkListen returns what is wrong with a listen address, or "".
+func checkListen(addr string) string {
+	if addr == "" {
+		return `must not be empty; use host:port, like "127.0.0.1:50051" or ":50051"`
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Sprintf(`must be host:port, like "127.0.0.1:50051" or ":50051", got %q`, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("must end in a port number from 0 to 65535, got %q", addr)
+	}
+	return ""
+}
+
+// checkPostgresURL returns what is wrong with a postgres connection string,
+// or "". It never quotes the string, which may hold a password.
+func checkPostgresURL(s string) string {
+	if !strings.Contains(s, "://") {
+		if strings.Contains(s, "=") {
+			return "" // keyword/value form: host=... dbname=...
+		}
+		return "must be a URL like " + postgresExample + " (or a key=value connection string)"
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "is not a valid URL; write it like " + postgresExample
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return fmt.Sprintf("must start with postgres:// or postgresql://, got %q", shorten(u.Scheme)+"://")
+	}
+	return ""
+}

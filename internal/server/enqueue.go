@@ -1,0 +1,274 @@
+package server
+
+import (
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"time"
+	"unicode/utf8"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/internal/config"
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// Limits on fields the spec leaves open. They keep one request from holding
+// unbounded memory in the writer; each has a reason-coded error.
+const (
+	maxQueueNameBytes   = 255
+	maxJobTypeBytes     = 255
+	maxHeaderBytes      = 64 << 10
+	maxHeaderEntryCount = 64
+)
+
+// jobService implements JobService for both stacks (grpc-go and connect-go
+// share the handler signature); errors are rendered by each stack's
+// interceptor.
+type jobService struct {
+	seppv1.UnimplementedJobServiceServer
+	s *Server
+}
+
+func (j *jobService) Enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*seppv1.EnqueueResponse, error) {
+	job, aerr := j.s.validateEnqueue(req)
+	if aerr != nil {
+		return nil, aerr
+	}
+	res, err := j.s.store.EnqueueBatch(ctx, &store.EnqueueBatchParams{Jobs: []store.EnqueueJob{job}, Now: j.s.now()})
+	if err != nil {
+		return nil, err
+	}
+	r := res[0]
+	j.s.observeEnqueue(&job, &r)
+	if r.Err != nil {
+		return nil, r.Err
+	}
+	return ackOf(&r), nil
+}
+
+func (j *jobService) EnqueueBatch(ctx context.Context, req *seppv1.EnqueueBatchRequest) (*seppv1.EnqueueBatchResponse, error) {
+	max := j.s.cfg.Server.MaxBatchSize
+	if len(req.GetJobs()) > max {
+		return nil, newError(connect.CodeInvalidArgument, ReasonBatchTooLarge,
+			"batch has %d jobs; the limit is %d (max_batch_size): split it into smaller batches", len(req.GetJobs()), max)
+	}
+	results := make([]*seppv1.EnqueueBatchResult, len(req.GetJobs()))
+	jobs := make([]store.EnqueueJob, 0, len(req.GetJobs()))
+	index := make([]int, 0, len(req.GetJobs())) // position in jobs -> position in the request
+	for i, r := range req.GetJobs() {
+		job, aerr := j.s.validateEnqueue(r)
+		if aerr != nil {
+			if req.GetAtomic() {
+				return nil, aerr.atIndex(i)
+			}
+			results[i] = itemError(aerr)
+			j.s.metrics.enqueues.WithLabelValues(r.GetQueue(), "rejected").Inc()
+			continue
+		}
+		jobs = append(jobs, job)
+		index = append(index, i)
+	}
+	if len(jobs) > 0 {
+		res, err := j.s.store.EnqueueBatch(ctx, &store.EnqueueBatchParams{Jobs: jobs, Atomic: req.GetAtomic(), Now: j.s.now()})
+		if err != nil {
+			if je := asJobError(err); je != nil {
+				return nil, toAPIError(je.Err).atIndex(index[je.Index])
+			}
+			return nil, err
+		}
+		for k := range res {
+			j.s.observeEnqueue(&jobs[k], &res[k])
+			if res[k].Err != nil {
+				results[index[k]] = itemError(toAPIError(res[k].Err))
+				continue
+			}
+			results[index[k]] = &seppv1.EnqueueBatchResult{Outcome: &seppv1.EnqueueBatchResult_Ack{Ack: ackOf(&res[k])}}
+		}
+	}
+	return &seppv1.EnqueueBatchResponse{Results: results}, nil
+}
+
+func itemError(e *apiError) *seppv1.EnqueueBatchResult {
+	return &seppv1.EnqueueBatchResult{Outcome: &seppv1.EnqueueBatchResult_Error{Error: &seppv1.BatchItemError{
+		Code: e.code.String(), Reason: e.reason, Message: e.msg,
+	}}}
+}
+
+func ackOf(r *store.EnqueueResult) *seppv1.EnqueueResponse {
+	ack := &seppv1.EnqueueResponse{JobId: formatJobID(r.JobID), Deduplicated: r.Deduplicated, PayloadMismatch: r.PayloadMismatch}
+	if !r.ExpiresAt.IsZero() {
+		ack.DedupExpiresAt = timestamppb.New(r.ExpiresAt)
+	}
+	if r.Deduplicated {
+		ack.OriginalEnqueuedAt = timestamppb.New(r.OriginalEnqueuedAt)
+	}
+	return ack
+}
+
+// observeEnqueue counts one enqueue outcome and logs dedup hits: one line
+// per hit, with the queue, the key and the original job id.
+func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
+	switch {
+	case r.Err != nil:
+		s.metrics.enqueues.WithLabelValues(job.Queue, "rejected").Inc()
+	case r.Deduplicated:
+		s.metrics.enqueues.WithLabelValues(job.Queue, "deduplicated").Inc()
+		s.metrics.dedupHits.WithLabelValues(job.Queue).Inc()
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "dedup hit",
+			slog.String("queue", job.Queue), slog.String("idempotency_key", *job.IdempotencyKey),
+			slog.String("job_id", formatJobID(r.JobID)), slog.Bool("payload_mismatch", r.PayloadMismatch))
+	default:
+		s.metrics.enqueues.WithLabelValues(job.Queue, "created").Inc()
+	}
+}
+
+// validateEnqueue checks req against SPEC §3 and the configuration and
+// resolves the queue's settings into a store.EnqueueJob.
+func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, *apiError) {
+	var job store.EnqueueJob
+	queue := req.GetQueue()
+	if aerr := checkName("queue", queue, maxQueueNameBytes); aerr != nil {
+		return job, aerr
+	}
+	if s.cfg.Server.Strict && !s.cfg.Declared(queue) {
+		e := newError(connect.CodeNotFound, ReasonUnknownQueue,
+			"queue %q is not declared and the server runs with strict = true: add a [[queues]] entry named %q to the config, or fix the queue name", queue, queue)
+		e.metadata = map[string]string{"queue": queue}
+		return job, e
+	}
+	qc := s.cfg.Queue(queue)
+	jobType := req.GetJobType()
+	if aerr := checkName("job_type", jobType, maxJobTypeBytes); aerr != nil {
+		return job, aerr
+	}
+	if !qc.AcceptsJobType(jobType) {
+		e := newError(connect.CodeInvalidArgument, ReasonUnknownJobType,
+			"job type %q is not accepted on queue %q; its job_types allow %q", jobType, queue, qc.JobTypes)
+		e.metadata = map[string]string{"queue": queue, "job_type": jobType}
+		return job, e
+	}
+	if n, max := len(req.GetPayload()), s.cfg.Server.MaxPayloadBytes; int64(n) > max {
+		return job, newError(connect.CodeInvalidArgument, ReasonPayloadTooLarge,
+			"payload is %d bytes; the limit is %d (max_payload_bytes): store large data elsewhere and enqueue a reference", n, max)
+	}
+	var key *string
+	if req.IdempotencyKey != nil {
+		k := req.GetIdempotencyKey()
+		if aerr := s.checkKey(k); aerr != nil {
+			return job, aerr
+		}
+		key = &k
+	} else if qc.DedupByContent {
+		f := store.NewFingerprint(jobType, req.GetPayload())
+		k := hex.EncodeToString(f[:])
+		key = &k
+	}
+	if req.GetMaxAttempts() < 0 {
+		return job, invalidField("max_attempts", "must be >= 0 (0 means the queue's max_attempts), got %d", req.GetMaxAttempts())
+	}
+	maxAttempts := req.GetMaxAttempts()
+	if maxAttempts == 0 {
+		maxAttempts = int32(qc.MaxAttempts)
+	}
+	var runAt time.Time
+	if req.RunAt != nil {
+		if err := req.RunAt.CheckValid(); err != nil {
+			return job, invalidField("run_at", "not a valid timestamp: %v", err)
+		}
+		runAt = req.RunAt.AsTime()
+	}
+	if aerr := checkHeaders(req.GetHeaders()); aerr != nil {
+		return job, aerr
+	}
+	job = store.EnqueueJob{
+		Queue:          queue,
+		JobType:        jobType,
+		Payload:        req.GetPayload(),
+		IdempotencyKey: key,
+		Priority:       req.GetPriority(),
+		RunAt:          runAt,
+		MaxAttempts:    maxAttempts,
+		Headers:        req.GetHeaders(),
+		DedupWindow:    qc.DedupWindow(),
+		RejectMismatch: qc.KeyReuse == config.KeyReuseRejectMismatch,
+	}
+	return job, nil
+}
+
+// checkKey applies the one rule the server enforces on a key: its length in
+// bytes. Every character is allowed.
+func (s *Server) checkKey(k string) *apiError {
+	max := s.cfg.Storage.MaxIdempotencyKeyBytes
+	switch {
+	case k == "":
+		return newError(connect.CodeInvalidArgument, ReasonIdempotencyKeyEmpty,
+			"idempotency key is empty: omit the field to enqueue without dedup, or derive a key from what the job is about")
+	case len(k) > max:
+		return newError(connect.CodeInvalidArgument, ReasonIdempotencyKeyTooLong,
+			"idempotency key is %d bytes; the limit is %d (max_idempotency_key_bytes): use a shorter, stable id such as the entity or event id", len(k), max)
+	}
+	return nil
+}
+
+func checkName(field, v string, max int) *apiError {
+	switch {
+	case v == "":
+		return invalidField(field, "is required")
+	case len(v) > max:
+		return invalidField(field, "is %d bytes; the limit is %d", len(v), max)
+	case !utf8.ValidString(v):
+		return invalidField(field, "is not valid UTF-8")
+	}
+	return nil
+}
+
+func checkHeaders(h map[string]string) *apiError {
+	if len(h) > maxHeaderEntryCount {
+		return invalidField("headers", "has %d entries; the limit is %d", len(h), maxHeaderEntryCount)
+	}
+	size := 0
+	for k, v := range h {
+		size += len(k) + len(v)
+	}
+	if size > maxHeaderBytes {
+		return invalidField("headers", "are %d bytes in all; the limit is %d: put large data in the payload", size, maxHeaderBytes)
+	}
+	return nil
+}
+
+// lookupKey validates the (queue, key) pair of a lookup or release.
+func (s *Server) lookupKey(queue, key string) *apiError {
+	if aerr := checkName("queue", queue, maxQueueNameBytes); aerr != nil {
+		return aerr
+	}
+	return s.checkKey(key)
+}
+
+func formatJobID(id store.JobID) string {
+	const hexDigits = "0123456789abcdef"
+	var b [36]byte
+	j := 0
+	for i, c := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b[j] = '-'
+			j++
+		}
+		b[j], b[j+1] = hexDigits[c>>4], hexDigits[c&0xf]
+		j += 2
+	}
+	return string(b[:])
+}
+
+func parseJobID(s string) (store.JobID, *apiError) {
+	var id store.JobID
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return id, invalidField("job_id", "%q is not a job id (a UUID such as 0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d)", s)
+	}
+	if _, err := hex.Decode(id[:], []byte(s[0:8]+s[9:13]+s[14:18]+s[19:23]+s[24:36])); err != nil {
+		return id, invalidField("job_id", "%q is not a job id: %v", s, err)
+	}
+	return id, nil
+}

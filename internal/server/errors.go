@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// ErrorDomain is the ErrorInfo domain of every Sepp error.
+const ErrorDomain = "sepp.dev"
+
+// The stable reasons of SPEC §2. Clients switch on these; never rename one.
+const (
+	ReasonIdempotencyKeyTooLong  = "IDEMPOTENCY_KEY_TOO_LONG"
+	ReasonIdempotencyKeyEmpty    = "IDEMPOTENCY_KEY_EMPTY"
+	ReasonIdempotencyKeyConflict = "IDEMPOTENCY_KEY_CONFLICT"
+	ReasonUnknownQueue           = "UNKNOWN_QUEUE"
+	ReasonUnknownJobType         = "UNKNOWN_JOB_TYPE"
+	ReasonPayloadTooLarge        = "PAYLOAD_TOO_LARGE"
+	ReasonBatchTooLarge          = "BATCH_TOO_LARGE"
+	ReasonInvalidField           = "INVALID_FIELD"
+	ReasonJobNotFound            = "JOB_NOT_FOUND"
+	ReasonLeaseLost              = "LEASE_LOST"
+	ReasonEffectInProgress       = "EFFECT_IN_PROGRESS"
+	// ReasonUnavailable: the server is shutting down or the request ran out
+	// of time before its write was acknowledged; retrying with the same key
+	// is safe.
+	ReasonUnavailable = "UNAVAILABLE"
+	// ReasonInternal: a bug or a storage failure; the message says which.
+	ReasonInternal = "INTERNAL"
+)
+
+// apiError is an error bound for the wire: a Connect code, a stable reason,
+// a message that says what to do, and optional metadata (e.g. the index of
+// the failing job of an atomic batch).
+type apiError struct {
+	code     connect.Code
+	reason   string
+	msg      string
+	metadata map[string]string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func newError(code connect.Code, reason, format string, args ...any) *apiError {
+	return &apiError{code: code, reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+func invalidField(field, format string, args ...any) *apiError {
+	e := newError(connect.CodeInvalidArgument, ReasonInvalidField, "%s: %s", field, fmt.Sprintf(format, args...))
+	e.metadata = map[string]string{"field": field}
+	return e
+}
+
+// atIndex returns a copy of e naming job i of a batch.
+func (e *apiError) atIndex(i int) *apiError {
+	c := *e
+	c.msg = fmt.Sprintf("jobs[%d]: %s", i, e.msg)
+	c.metadata = map[string]string{"index": strconv.Itoa(i)}
+	for k, v := range e.metadata {
+		c.metadata[k] = v
+	}
+	return &c
+}
+
+// toAPIError is the one place an error from the store or the server becomes
+// a wire error.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	switch {
+	case errors.Is(err, store.ErrJobNotFound):
+		return newError(connect.CodeNotFound, ReasonJobNotFound,
+			"job not found: it never existed or was deleted by retention; look up its idempotency key to see what became of it")
+	case errors.Is(err, store.ErrIdempotencyKeyConflict):
+		return newError(connect.CodeAlreadyExists, ReasonIdempotencyKeyConflict,
+			"idempotency key already used with a different job type or payload on this queue (key_reuse = \"reject_mismatch\"); use a new key for a different job, or resend the original payload")
+	case errors.Is(err, store.ErrClosed):
+		return newError(connect.CodeUnavailable, ReasonUnavailable, "server is shutting down; retry against another node or after restart")
+	case errors.Is(err, context.Canceled):
+		return newError(connect.CodeCanceled, ReasonUnavailable, "request cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return newError(connect.CodeDeadlineExceeded, ReasonUnavailable, "deadline exceeded before the write was acknowledged; retry with the same idempotency key")
+	}
+	return newError(connect.CodeInternal, ReasonInternal, "internal error: %v", err)
+}
+
+func (e *apiError) errorInfo() *errdetails.ErrorInfo {
+	return &errdetails.ErrorInfo{Reason: e.reason, Domain: ErrorDomain, Metadata: e.metadata}
+}
+
+// connectError renders err for connect-go handlers.
+func connectError(err error) error {
+	e := toAPIError(err)
+	ce := connect.NewError(e.code, errors.New(e.msg))
+	if d, derr := connect.NewErrorDetail(e.errorInfo()); derr == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// grpcError renders err for grpc-go handlers. Connect codes and gRPC codes
+// share their numbers.
+func grpcError(err error) error {
+	e := toAPIError(err)
+	st := status.New(codes.Code(e.code), e.msg)
+	if withInfo, derr := st.WithDetails(e.errorInfo()); derr == nil {
+		st = withInfo
+	}
+	return st.Err()
+}

@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+func (j *jobService) GetJob(ctx context.Context, req *seppv1.GetJobRequest) (*seppv1.GetJobResponse, error) {
+	id, aerr := parseJobID(req.GetJobId())
+	if aerr != nil {
+		return nil, aerr
+	}
+	job, err := j.s.store.GetJob(ctx, &store.GetJobParams{ID: id})
+	if err != nil {
+		return nil, err
+	}
+	return &seppv1.GetJobResponse{Job: jobToProto(job)}, nil
+}
+
+func (j *jobService) CancelJob(ctx context.Context, req *seppv1.CancelJobRequest) (*seppv1.CancelJobResponse, error) {
+	id, aerr := parseJobID(req.GetJobId())
+	if aerr != nil {
+		return nil, aerr
+	}
+	job, err := j.s.store.CancelJob(ctx, &store.CancelJobParams{ID: id, Now: j.s.now()})
+	if err != nil {
+		return nil, err
+	}
+	return &seppv1.CancelJobResponse{Job: jobToProto(job)}, nil
+}
+
+func (j *jobService) LookupIdempotencyKey(ctx context.Context, req *seppv1.LookupIdempotencyKeyRequest) (*seppv1.LookupIdempotencyKeyResponse, error) {
+	if aerr := j.s.lookupKey(req.GetQueue(), req.GetIdempotencyKey()); aerr != nil {
+		return nil, aerr
+	}
+	l, err := j.s.store.LookupDedup(ctx, &store.LookupDedupParams{Queue: req.GetQueue(), Key: req.GetIdempotencyKey(), Now: j.s.now()})
+	if errors.Is(err, store.ErrDedupNotFound) {
+		return &seppv1.LookupIdempotencyKeyResponse{Found: false}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &seppv1.LookupIdempotencyKeyResponse{
+		Found:           true,
+		JobId:           formatJobID(l.Record.JobID),
+		FirstEnqueuedAt: timestamppb.New(l.Record.FirstEnqueuedAt),
+		ExpiresAt:       timestamppb.New(l.Record.ExpiresAt),
+		Hits:            l.Record.Hits,
+		State:           seppv1.JobState(l.JobState),
+		Result:          l.Result,
+	}, nil
+}
+
+func (j *jobService) ReleaseIdempotencyKey(ctx context.Context, req *seppv1.ReleaseIdempotencyKeyRequest) (*seppv1.ReleaseIdempotencyKeyResponse, error) {
+	if aerr := j.s.lookupKey(req.GetQueue(), req.GetIdempotencyKey()); aerr != nil {
+		return nil, aerr
+	}
+	rec, err := j.s.store.ReleaseDedup(ctx, &store.ReleaseDedupParams{Queue: req.GetQueue(), Key: req.GetIdempotencyKey(), Now: j.s.now()})
+	if errors.Is(err, store.ErrDedupNotFound) {
+		return &seppv1.ReleaseIdempotencyKeyResponse{Released: false}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	j.s.log.Info("idempotency key released", "queue", rec.Queue, "idempotency_key", rec.Key, "job_id", formatJobID(rec.JobID))
+	return &seppv1.ReleaseIdempotencyKeyResponse{Released: true, JobId: formatJobID(rec.JobID)}, nil
+}
+
+func jobToProto(j *store.Job) *seppv1.Job {
+	p := &seppv1.Job{
+		JobId:          formatJobID(j.ID),
+		Queue:          j.Queue,
+		JobType:        j.JobType,
+		Payload:        j.Payload,
+		IdempotencyKey: j.IdempotencyKey,
+		Priority:       j.Priority,
+		RunAt:          timestamppb.New(j.RunAt),
+		MaxAttempts:    j.MaxAttempts,
+		Attempts:       j.Attempts,
+		Headers:        j.Headers,
+		State:          seppv1.JobState(j.State),
+		CreatedAt:      timestamppb.New(j.CreatedAt),
+		Result:         j.Result,
+		LastError:      j.LastError,
+	}
+	if !j.FinalizedAt.IsZero() {
+		p.FinalizedAt = timestamppb.New(j.FinalizedAt)
+	}
+	return p
+}
+
+func asJobError(err error) *store.JobError {
+	var je *store.JobError
+	if errors.As(err, &je) {
+		return je
+	}
+	return nil
+}

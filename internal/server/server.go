@@ -1,0 +1,229 @@
+// Package server serves Sepp's API. One port answers gRPC (grpc-go's own
+// HTTP/2 transport), and the Connect protocol and gRPC-Web over HTTP/1.1
+// (connect-go), with gRPC reflection, gRPC health and Prometheus /metrics.
+// The same handler implementations serve both stacks; this package is the one
+// place where errors become wire codes (errors.go).
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/gen/sepp/v1/seppv1connect"
+	"github.com/sepp-dev/sepp/internal/config"
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// Options configure New.
+type Options struct {
+	// Config is the loaded configuration. Required.
+	Config *config.Config
+	// Store is the storage backend. Required; the caller closes it after
+	// Shutdown.
+	Store store.Store
+	// Logger receives the server's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics are served at /metrics. Default NewMetrics().
+	Metrics *Metrics
+	// Now is the server's clock. Default time.Now; tests inject their own.
+	Now func() time.Time
+}
+
+// maxMessageBytes bounds one request: a full batch of 1 MiB payloads does
+// not fit, a batch the Go client coalesces (4 MiB) does.
+const maxMessageBytes = 64 << 20
+
+// Server is a Sepp API server. Create it with New, run it with Serve, stop it
+// with Shutdown.
+type Server struct {
+	cfg     *config.Config
+	store   store.Store
+	log     *slog.Logger
+	metrics *Metrics
+	clock   func() time.Time
+
+	grpc   *grpc.Server
+	http   *http.Server
+	health *health.Server
+
+	mu       sync.Mutex
+	ln       net.Listener
+	stopOnce sync.Once
+	stop     chan struct{} // closed by Shutdown; stops the sweeper
+	bg       sync.WaitGroup
+}
+
+// The services every node declares; all four are registered so clients get
+// Unimplemented rather than NotFound for methods a later release fills in.
+var serviceNames = []string{
+	seppv1connect.JobServiceName,
+	seppv1connect.WorkerServiceName,
+	seppv1connect.EffectServiceName,
+	seppv1connect.AdminServiceName,
+}
+
+// New builds a server. It does not listen until Serve.
+func New(opts Options) (*Server, error) {
+	if opts.Config == nil || opts.Store == nil {
+		return nil, errors.New("server: Options.Config and Options.Store are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{
+		cfg:     opts.Config,
+		store:   opts.Store,
+		log:     opts.Logger,
+		metrics: opts.Metrics,
+		clock:   opts.Now,
+		stop:    make(chan struct{}),
+	}
+	jobs := &jobService{s: s}
+
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.grpcInterceptor), grpc.MaxRecvMsgSize(maxMessageBytes))
+	seppv1.RegisterJobServiceServer(s.grpc, jobs)
+	seppv1.RegisterWorkerServiceServer(s.grpc, seppv1.UnimplementedWorkerServiceServer{})
+	seppv1.RegisterEffectServiceServer(s.grpc, seppv1.UnimplementedEffectServiceServer{})
+	seppv1.RegisterAdminServiceServer(s.grpc, seppv1.UnimplementedAdminServiceServer{})
+	s.health = health.NewServer()
+	for _, name := range append([]string{""}, serviceNames...) {
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+
+	interceptors := connect.WithHandlerOptions(
+		connect.WithInterceptors(connect.UnaryInterceptorFunc(s.connectInterceptor)),
+		connect.WithReadMaxBytes(maxMessageBytes))
+	mux := http.NewServeMux()
+	mux.Handle(seppv1connect.NewJobServiceHandler(jobs, interceptors))
+	mux.Handle(seppv1connect.NewWorkerServiceHandler(seppv1connect.UnimplementedWorkerServiceHandler{}))
+	mux.Handle(seppv1connect.NewEffectServiceHandler(seppv1connect.UnimplementedEffectServiceHandler{}))
+	mux.Handle(seppv1connect.NewAdminServiceHandler(seppv1connect.UnimplementedAdminServiceHandler{}))
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(serviceNames...)))
+	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	return s, nil
+}
+
+// now is the server's clock at the store's resolution (microseconds), so the
+// times a client sees are exactly the times stored.
+func (s *Server) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
+
+// Serve accepts connections on ln and serves them until Shutdown. It also
+// runs the sweeper. It returns nil after a Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.ln != nil {
+		s.mu.Unlock()
+		return errors.New("server: Serve called twice")
+	}
+	s.ln = ln
+	s.mu.Unlock()
+
+	split := newSplitListener(ln)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.sweepLoop()
+	}()
+	errc := make(chan error, 2)
+	go func() { errc <- s.grpc.Serve(split.grpc) }()
+	go func() { errc <- s.http.Serve(split.http) }()
+	var first error
+	for range 2 {
+		err := <-errc
+		if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, grpc.ErrServerStopped) &&
+			!errors.Is(err, net.ErrClosed) && first == nil {
+			first = err
+			s.ln.Close() // stop the other stack too
+		}
+	}
+	return first
+}
+
+// Shutdown stops accepting connections, lets in-flight calls finish until ctx
+// ends, and stops the sweeper. Every acknowledged write is already durable, so
+// a shutdown cut short loses nothing that was acked.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.health.Shutdown()
+	s.mu.Lock()
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	err := s.http.Shutdown(ctx)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+		err = errors.Join(err, ctx.Err())
+	}
+	s.bg.Wait()
+	return err
+}
+
+func (s *Server) grpcInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (res any, err error) {
+	defer func() { // runs after recoverPanic
+		if err == nil {
+			return
+		}
+		if _, isStatus := err.(interface{ GRPCStatus() *status.Status }); !isStatus {
+			err = grpcError(err)
+		}
+	}()
+	defer s.recoverPanic(info.FullMethod, &err)
+	return handler(ctx, req)
+}
+
+func (s *Server) connectInterceptor(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (res connect.AnyResponse, err error) {
+		defer func() { // runs after recoverPanic
+			var ce *connect.Error
+			if err != nil && !errors.As(err, &ce) {
+				err = connectError(err)
+			}
+		}()
+		defer s.recoverPanic(req.Spec().Procedure, &err)
+		return next(ctx, req)
+	}
+}
+
+// recoverPanic turns a handler panic into an Internal error and a log line
+// with the stack, so one bad request cannot take the node down.
+func (s *Server) recoverPanic(method string, err *error) {
+	if r := recover(); r != nil {
+		s.log.Error("handler panicked", "method", method, "panic", r, "stack", string(debug.Stack()))
+		*err = newError(connect.CodeInternal, ReasonInternal, "internal error: the handler panicked (%v); this is a bug, please report it", r)
+	}
+}

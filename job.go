@@ -1,0 +1,154 @@
+package sepp
+
+import (
+	"context"
+	"time"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+)
+
+// JobState is where a job is in its lifecycle.
+type JobState string
+
+// The job states. JobStateDeleted is reported by LookupIdempotencyKey when the
+// job is gone but its dedup record still lives.
+const (
+	JobStateScheduled JobState = "scheduled"
+	JobStateAvailable JobState = "available"
+	JobStateReserved  JobState = "reserved"
+	JobStateCompleted JobState = "completed"
+	JobStateDead      JobState = "dead"
+	JobStateCancelled JobState = "cancelled"
+	JobStateDeleted   JobState = "deleted"
+	JobStateUnknown   JobState = "unknown"
+)
+
+func stateFromProto(s seppv1.JobState) JobState {
+	switch s {
+	case seppv1.JobState_JOB_STATE_SCHEDULED:
+		return JobStateScheduled
+	case seppv1.JobState_JOB_STATE_AVAILABLE:
+		return JobStateAvailable
+	case seppv1.JobState_JOB_STATE_RESERVED:
+		return JobStateReserved
+	case seppv1.JobState_JOB_STATE_COMPLETED:
+		return JobStateCompleted
+	case seppv1.JobState_JOB_STATE_DEAD:
+		return JobStateDead
+	case seppv1.JobState_JOB_STATE_CANCELLED:
+		return JobStateCancelled
+	case seppv1.JobState_JOB_STATE_DELETED:
+		return JobStateDeleted
+	}
+	return JobStateUnknown
+}
+
+// Job is a job as the server stores it.
+type Job struct {
+	ID             string            `json:"jobId"`
+	Queue          string            `json:"queue"`
+	JobType        string            `json:"jobType"`
+	Payload        []byte            `json:"payload"`
+	IdempotencyKey string            `json:"idempotencyKey,omitempty"` // empty: none
+	Priority       int32             `json:"priority"`
+	RunAt          time.Time         `json:"runAt"`
+	MaxAttempts    int32             `json:"maxAttempts"`
+	Attempts       int32             `json:"attempts"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	State          JobState          `json:"state"`
+	CreatedAt      time.Time         `json:"createdAt"`
+	FinalizedAt    time.Time         `json:"finalizedAt,omitzero"` // zero until completed, dead or cancelled
+	Result         []byte            `json:"result,omitempty"`
+	LastError      string            `json:"lastError,omitempty"`
+}
+
+func jobFromProto(p *seppv1.Job) *Job {
+	j := &Job{
+		ID: p.GetJobId(), Queue: p.GetQueue(), JobType: p.GetJobType(), Payload: p.GetPayload(),
+		IdempotencyKey: p.GetIdempotencyKey(), Priority: p.GetPriority(), MaxAttempts: p.GetMaxAttempts(),
+		Attempts: p.GetAttempts(), Headers: p.GetHeaders(), State: stateFromProto(p.GetState()),
+		Result: p.GetResult(), LastError: p.GetLastError(),
+	}
+	if p.RunAt != nil {
+		j.RunAt = p.RunAt.AsTime()
+	}
+	if p.CreatedAt != nil {
+		j.CreatedAt = p.CreatedAt.AsTime()
+	}
+	if p.FinalizedAt != nil {
+		j.FinalizedAt = p.FinalizedAt.AsTime()
+	}
+	return j
+}
+
+// GetJob reads a job. It fails with ErrJobNotFound for an unknown id.
+func (c *Client) GetJob(ctx context.Context, jobID string) (*Job, error) {
+	res, err := c.jobs.GetJob(ctx, &seppv1.GetJobRequest{JobId: jobID})
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	return jobFromProto(res.GetJob()), nil
+}
+
+// CancelJob cancels a job that has not finished and returns it. A finished job
+// is returned unchanged.
+func (c *Client) CancelJob(ctx context.Context, jobID string) (*Job, error) {
+	res, err := c.jobs.CancelJob(ctx, &seppv1.CancelJobRequest{JobId: jobID})
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	return jobFromProto(res.GetJob()), nil
+}
+
+// KeyLookup is what the server knows of an idempotency key.
+type KeyLookup struct {
+	// Found is false when no live record exists: never enqueued, expired, or
+	// released.
+	Found           bool      `json:"found"`
+	JobID           string    `json:"jobId,omitempty"`
+	FirstEnqueuedAt time.Time `json:"firstEnqueuedAt,omitzero"`
+	ExpiresAt       time.Time `json:"expiresAt,omitzero"`
+	// Hits counts the enqueues deduplicated against this record.
+	Hits int64 `json:"hits"`
+	// State is the job's state now, or JobStateDeleted when it is gone.
+	State JobState `json:"state,omitempty"`
+	// Result is the job's result, if it completed with one.
+	Result []byte `json:"result,omitempty"`
+}
+
+// LookupIdempotencyKey answers "was this already enqueued, and what became of
+// it?" without enqueueing anything.
+func (c *Client) LookupIdempotencyKey(ctx context.Context, queue, key string) (*KeyLookup, error) {
+	if err := checkKey(key, c.cfg.MaxIdempotencyKeyBytes); err != nil {
+		return nil, err
+	}
+	res, err := c.jobs.LookupIdempotencyKey(ctx, &seppv1.LookupIdempotencyKeyRequest{Queue: queue, IdempotencyKey: key})
+	if err != nil {
+		return nil, fromRPC(err)
+	}
+	l := &KeyLookup{Found: res.GetFound()}
+	if !l.Found {
+		return l, nil
+	}
+	l.JobID = res.GetJobId()
+	l.FirstEnqueuedAt = res.GetFirstEnqueuedAt().AsTime()
+	l.ExpiresAt = res.GetExpiresAt().AsTime()
+	l.Hits = res.GetHits()
+	l.State = stateFromProto(res.GetState())
+	l.Result = res.GetResult()
+	return l, nil
+}
+
+// ReleaseIdempotencyKey deletes the key's dedup record now, so the next
+// enqueue with it creates a new job. It never touches the job. It reports
+// whether a live record was released and the job it pointed to.
+func (c *Client) ReleaseIdempotencyKey(ctx context.Context, queue, key string) (released bool, jobID string, err error) {
+	if err := checkKey(key, c.cfg.MaxIdempotencyKeyBytes); err != nil {
+		return false, "", err
+	}
+	res, err := c.jobs.ReleaseIdempotencyKey(ctx, &seppv1.ReleaseIdempotencyKeyRequest{Queue: queue, IdempotencyKey: key})
+	if err != nil {
+		return false, "", fromRPC(err)
+	}
+	return res.GetReleased(), res.GetJobId(), nil
+}
