@@ -1,0 +1,242 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/gen/sepp/v1/seppv1connect"
+	"github.com/sepp-dev/sepp/internal/testserver"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// postJSON is what curl does: Connect JSON over HTTP/1.1.
+func postJSON(t *testing.T, url, body string) (int, map[string]any) {
+	t.Helper()
+	tr := &http.Transport{} // HTTP/1.1, like curl without --http2
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("POST %s: not JSON: %s", url, raw)
+	}
+	return resp.StatusCode, out
+}
+
+func TestConnectJSONSeedScenario(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	url := srv.URL + "/sepp.v1.JobService/Enqueue"
+	body := `{"queue":"emails","jobType":"receipt","idempotencyKey":"receipt-order-8a3f"}`
+	code, first := postJSON(t, url, body)
+	if code != 200 || first["jobId"] == nil || first["deduplicated"] == true {
+		t.Fatalf("first: %d %v", code, first)
+	}
+	code, second := postJSON(t, url, body)
+	if code != 200 || second["jobId"] != first["jobId"] || second["deduplicated"] != true {
+		t.Fatalf("second: %d %v; want jobId %v, deduplicated true", code, second, first["jobId"])
+	}
+	_, other := postJSON(t, url, `{"queue":"sms","jobType":"receipt","idempotencyKey":"receipt-order-8a3f"}`)
+	if other["jobId"] == first["jobId"] || other["deduplicated"] == true {
+		t.Fatalf("other queue: %v", other)
+	}
+}
+
+// reasonOf extracts the ErrorInfo reason of a Connect JSON error body.
+func reasonOf(t *testing.T, body map[string]any) string {
+	t.Helper()
+	details, _ := body["details"].([]any)
+	for _, d := range details {
+		m := d.(map[string]any)
+		if m["type"] != "google.rpc.ErrorInfo" {
+			continue
+		}
+		raw, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(m["value"].(string), "="))
+		if err != nil {
+			t.Fatalf("detail value: %v", err)
+		}
+		var info errdetails.ErrorInfo
+		if err := proto.Unmarshal(raw, &info); err != nil {
+			t.Fatal(err)
+		}
+		return info.GetReason()
+	}
+	t.Fatalf("no ErrorInfo in %v", body)
+	return ""
+}
+
+func TestConnectJSONErrors(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	url := srv.URL + "/sepp.v1.JobService/Enqueue"
+	for _, tc := range []struct {
+		body, code, reason string
+		status             int
+	}{
+		{`{"queue":"q","jobType":"t","idempotencyKey":""}`, "invalid_argument", "IDEMPOTENCY_KEY_EMPTY", 400},
+		{`{"queue":"q","jobType":"t","idempotencyKey":"` + strings.Repeat("k", 257) + `"}`, "invalid_argument", "IDEMPOTENCY_KEY_TOO_LONG", 400},
+		{`{"queue":"q"}`, "invalid_argument", "INVALID_FIELD", 400},
+	} {
+		status, body := postJSON(t, url, tc.body)
+		if status != tc.status || body["code"] != tc.code || reasonOf(t, body) != tc.reason {
+			t.Fatalf("%s: %d %v; want %d %s %s", tc.body[:min(len(tc.body), 60)], status, body, tc.status, tc.code, tc.reason)
+		}
+	}
+	status, body := postJSON(t, srv.URL+"/sepp.v1.JobService/GetJob", `{"jobId":"0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d"}`)
+	if status != 404 || reasonOf(t, body) != "JOB_NOT_FOUND" {
+		t.Fatalf("unknown job: %d %v", status, body)
+	}
+}
+
+func dialGRPC(t *testing.T, srv *testserver.Server) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func grpcReason(err error) (codes.Code, string) {
+	st := status.Convert(err)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return st.Code(), info.GetReason()
+		}
+	}
+	return st.Code(), ""
+}
+
+func TestGRPC(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	conn := dialGRPC(t, srv)
+	ctx := context.Background()
+	jobs := seppv1.NewJobServiceClient(conn)
+
+	key := "receipt-order-8a3f"
+	first, err := jobs.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: "emails", JobType: "receipt", IdempotencyKey: &key})
+	if err != nil || first.GetDeduplicated() {
+		t.Fatalf("first: %v %v", first, err)
+	}
+	second, err := jobs.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: "emails", JobType: "receipt", IdempotencyKey: &key})
+	if err != nil || !second.GetDeduplicated() || second.GetJobId() != first.GetJobId() {
+		t.Fatalf("second: %v %v", second, err)
+	}
+
+	empty := ""
+	_, err = jobs.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: "emails", JobType: "receipt", IdempotencyKey: &empty})
+	if code, reason := grpcReason(err); code != codes.InvalidArgument || reason != "IDEMPOTENCY_KEY_EMPTY" {
+		t.Fatalf("empty key: %v", err)
+	}
+	// The four services are declared; the ones a later release fills in
+	// answer Unimplemented.
+	_, err = seppv1.NewWorkerServiceClient(conn).Reserve(ctx, &seppv1.ReserveRequest{})
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Reserve: %v", err)
+	}
+
+	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "sepp.v1.JobService"})
+	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", h, err)
+	}
+
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.CloseSend()
+	var names []string
+	for _, s := range res.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	for _, want := range []string{"sepp.v1.JobService", "sepp.v1.WorkerService", "sepp.v1.EffectService", "sepp.v1.AdminService", "grpc.health.v1.Health"} {
+		if !strings.Contains(strings.Join(names, " "), want) {
+			t.Fatalf("reflection lists %v; missing %s", names, want)
+		}
+	}
+}
+
+func TestGRPCWeb(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	c := seppv1connect.NewJobServiceClient(&http.Client{Transport: tr}, srv.URL, connect.WithGRPCWeb())
+	key := "k"
+	ctx := context.Background()
+	first, err := c.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: &key})
+	if err != nil {
+		t.Fatalf("gRPC-Web enqueue: %v", err)
+	}
+	second, err := c.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: &key})
+	if err != nil || !second.GetDeduplicated() || second.GetJobId() != first.GetJobId() {
+		t.Fatalf("gRPC-Web repeat: %v %v", second, err)
+	}
+	long := strings.Repeat("k", 300)
+	_, err = c.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: &long})
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument || !strings.Contains(ce.Message(), "300 bytes; the limit is 256") {
+		t.Fatalf("gRPC-Web error: %v", err)
+	}
+}
+
+func TestHTTPHealthAndMetrics(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	status, body := postJSON(t, srv.URL+"/grpc.health.v1.Health/Check", `{}`)
+	if status != 200 || body["status"] != "SERVING_STATUS_SERVING" {
+		t.Fatalf("health over Connect: %d %v", status, body)
+	}
+	url := srv.URL + "/sepp.v1.JobService/Enqueue"
+	postJSON(t, url, `{"queue":"emails","jobType":"receipt","idempotencyKey":"k"}`)
+	postJSON(t, url, `{"queue":"emails","jobType":"receipt","idempotencyKey":"k"}`)
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`sepp_dedup_hits_total{queue="emails"} 1`,
+		`sepp_enqueues_total{outcome="created",queue="emails"} 1`,
+		`sepp_store_commit_seconds_count`,
+	} {
+		if !bytes.Contains(raw, []byte(want)) {
+			t.Fatalf("/metrics lacks %q", want)
+		}
+	}
+}
