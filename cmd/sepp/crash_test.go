@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/store/sqlite"
+)
+
+// buildSepp builds the real binary once per test run.
+func buildSepp(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sepp")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// serverProcess is a `sepp serve` child process.
+type serverProcess struct {
+	t    *testing.T
+	bin  string
+	addr string
+	data string
+	log  *os.File
+	cmd  *exec.Cmd
+}
+
+func (p *serverProcess) start() {
+	p.t.Helper()
+	cmd := exec.Command(p.bin, "serve", "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "SEPP_LISTEN="+p.addr, "SEPP_STORAGE_PATH="+p.data)
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd = cmd
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", p.addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("server did not start: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (p *serverProcess) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd.Wait()
+}
+
+// TestCrashSafety kills the real server with SIGKILL while 32 producers
+// enqueue, each retrying every enqueue until it is acknowledged. Afterwards
+// every acknowledged job must exist, every key must have exactly one job, and
+// every job must belong to a key.
+func TestCrashSafety(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills the real binary; skipped with -short")
+	}
+	const producers, kills = 32, 5
+	p := &serverProcess{t: t, bin: buildSepp(t), addr: freePort(t), data: t.TempDir()}
+	logf, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	p.log = logf
+	p.start()
+
+	ctx := context.Background()
+	client, err := sepp.NewClient(ctx, "http://"+p.addr, sepp.Config{EnqueueRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+
+	var (
+		mu    sync.Mutex
+		acked = map[string]string{} // key -> job id from its ack
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+		tries atomic.Int64
+	)
+	for g := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				key := fmt.Sprintf("producer-%d-job-%d", g, i)
+				for {
+					tries.Add(1)
+					ack, err := client.Enqueue(ctx, sepp.EnqueueRequest{Queue: "crash", JobType: "t", IdempotencyKey: key, Payload: []byte(key)})
+					if err == nil {
+						mu.Lock()
+						acked[key] = ack.JobID
+						mu.Unlock()
+						break
+					}
+					time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
+				}
+			}
+		}()
+	}
+	for range kills {
+		time.Sleep(time.Duration(300+rand.IntN(400)) * time.Millisecond)
+		p.signal(syscall.SIGKILL)
+		p.start()
+	}
+	time.Sleep(300 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d keys acknowledged in %d attempts across %d SIGKILLs", len(acked), tries.Load(), kills)
+	if len(acked) < 100 {
+		t.Fatalf("only %d keys acknowledged: the load did not run", len(acked))
+	}
+
+	// Every acked job exists, and its key answers with that job.
+	keys := make(chan string)
+	failures := make(chan string, 1)
+	fail := func(msg string) {
+		select {
+		case failures <- msg:
+		default: // one failure is enough to report
+		}
+	}
+	var check sync.WaitGroup
+	for range 16 {
+		check.Add(1)
+		go func() {
+			defer check.Done()
+			for key := range keys {
+				id := acked[key]
+				if _, err := client.GetJob(ctx, id); err != nil {
+					fail(fmt.Sprintf("acked job %s (key %s) lost: %v", id, key, err))
+					return
+				}
+				ack, err := client.Enqueue(ctx, sepp.EnqueueRequest{Queue: "crash", JobType: "t", IdempotencyKey: key, Payload: []byte(key)})
+				if err != nil || !ack.Deduplicated || ack.JobID != id {
+					fail(fmt.Sprintf("key %s: re-enqueue gave %+v %v; want a hit on %s", key, ack, err, id))
+					return
+				}
+			}
+		}()
+	}
+feed:
+	for key := range acked {
+		select {
+		case keys <- key:
+		case msg := <-failures:
+			t.Error(msg)
+			break feed
+		}
+	}
+	close(keys)
+	check.Wait()
+	close(failures)
+	for msg := range failures {
+		t.Error(msg)
+	}
+	if t.Failed() {
+		return
+	}
+
+	// Stop the server and read the database: one job per key, no job
+	// without a key.
+	p.signal(syscall.SIGTERM)
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(p.data, sqlite.DatabaseFile)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT idempotency_key, count(*) FROM jobs GROUP BY idempotency_key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	jobs := 0
+	for rows.Next() {
+		var key []byte
+		var n int
+		if err := rows.Scan(&key, &n); err != nil {
+			t.Fatal(err)
+		}
+		if key == nil {
+			t.Fatalf("%d jobs without a key", n)
+		}
+		if n != 1 {
+			t.Fatalf("key %s has %d jobs", key, n)
+		}
+		if _, ok := acked[string(key)]; !ok {
+			t.Fatalf("job with key %s was never acknowledged to any producer", key)
+		}
+		jobs++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if jobs != len(acked) {
+		t.Fatalf("%d jobs stored for %d acknowledged keys", jobs, len(acked))
+	}
+}
