@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sepp-dev/sepp/internal/testserver"
+)
+
+// cli runs the CLI in-process and returns stdout, stderr and the error.
+func cli(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(args, &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func TestCLIEnqueueLookupRelease(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	addr := "--addr=" + srv.URL
+
+	out, _, err := cli(t, "enqueue", addr, "--queue", "emails", "--type", "receipt", "--key", "receipt-order-8a3f", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first struct {
+		JobID        string `json:"jobId"`
+		Deduplicated bool   `json:"deduplicated"`
+	}
+	if err := json.Unmarshal([]byte(out), &first); err != nil || first.JobID == "" || first.Deduplicated {
+		t.Fatalf("first enqueue --json: %q %v", out, err)
+	}
+
+	out, _, err = cli(t, "enqueue", addr, "--queue", "emails", "--type", "receipt", "--key", "receipt-order-8a3f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"job_id", first.JobID, "deduplicated", "true", "original_enqueued_at"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("second enqueue table lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, _, err = cli(t, "key", "lookup", addr, "--queue", "emails", "receipt-order-8a3f")
+	if err != nil || !strings.Contains(out, first.JobID) || !regexpLine(out, "hits", "1") || !regexpLine(out, "state", "available") {
+		t.Fatalf("key lookup: %v\n%s", err, out)
+	}
+	out, _, err = cli(t, "job", "get", first.JobID, addr, "--json")
+	if err != nil || !strings.Contains(out, `"jobId": "`+first.JobID+`"`) || !strings.Contains(out, `"idempotencyKey": "receipt-order-8a3f"`) {
+		t.Fatalf("job get --json: %v\n%s", err, out)
+	}
+	out, _, err = cli(t, "key", "release", addr, "--queue", "emails", "receipt-order-8a3f")
+	if err != nil || !regexpLine(out, "released", "true") {
+		t.Fatalf("key release: %v\n%s", err, out)
+	}
+	out, _, err = cli(t, "key", "lookup", addr, "--queue", "emails", "receipt-order-8a3f", "--json")
+	if err != nil || !strings.Contains(out, `"found": false`) {
+		t.Fatalf("lookup after release: %v\n%s", err, out)
+	}
+	out, _, err = cli(t, "job", "cancel", first.JobID, addr)
+	if err != nil || !regexpLine(out, "state", "cancelled") {
+		t.Fatalf("job cancel: %v\n%s", err, out)
+	}
+}
+
+// regexpLine reports whether out has a table line "key   value".
+func regexpLine(out, key, value string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == key && f[1] == value {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCLIErrors(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	addr := "--addr=" + srv.URL
+	_, _, err := cli(t, "enqueue", addr, "--queue", "q", "--type", "t", "--key", strings.Repeat("k", 257))
+	if err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_KEY_TOO_LONG") || !strings.Contains(err.Error(), "max_idempotency_key_bytes") {
+		t.Fatalf("long key: %v", err)
+	}
+	_, _, err = cli(t, "job", "get", "0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d", addr)
+	if err == nil || !strings.Contains(err.Error(), "JOB_NOT_FOUND") {
+		t.Fatalf("unknown job: %v", err)
+	}
+	_, stderr, err := cli(t, "enqueue", addr, "--queue", "q")
+	if code, ok := err.(exitCode); !ok || code != 2 || !strings.Contains(stderr, "usage") {
+		t.Fatalf("missing --type: %v %q", err, stderr)
+	}
+	_, _, err = cli(t, "job", "get", "x", "--addr=http://127.0.0.1:1", "--timeout=2s")
+	if err == nil || !strings.Contains(err.Error(), "sepp serve") {
+		t.Fatalf("no server: %v", err)
+	}
+	if _, _, err := cli(t, "frobnicate"); err != exitCode(2) {
+		t.Fatalf("unknown command: %v", err)
+	}
+}
+
+func TestServeCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.toml")
+	os.WriteFile(good, []byte("[storage]\ndedup_window_ms = 3600000\n\n[[queues]]\nname = \"payments\"\ndedup_window_ms = 604800000\n"), 0o644)
+	out, _, err := cli(t, "serve", "--check-config", "--config", good)
+	if err != nil || out != good+": OK\n" {
+		t.Fatalf("good config: %q %v", out, err)
+	}
+
+	for _, tc := range []struct{ body, want string }{
+		{"[server]\nlisten = \"127.0.0.1:1\"\nlistne = \"x\"\n", ":3: server.listne: unknown key"},
+		{"[storage]\n\ndedup_window_ms = -5\n", ":3: storage.dedup_window_ms"},
+		{"[[queues]]\nname = \"a\"\n\n[[queues]]\nname = \"a\"\n", ":5: queues[1].name"},
+		{"[server]\nstrict = \"yes\"\n", ":2: server.strict"},
+	} {
+		bad := filepath.Join(dir, "bad.toml")
+		os.WriteFile(bad, []byte(tc.body), 0o644)
+		for _, args := range [][]string{{"serve", "--check-config", "--config", bad}, {"serve", "--config", bad}} {
+			_, _, err := cli(t, args...)
+			if err == nil || !strings.Contains(err.Error(), bad+tc.want) {
+				t.Fatalf("%q with %v: %v; want %q", tc.body, args, err, bad+tc.want)
+			}
+		}
+	}
+}
