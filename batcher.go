@@ -8,17 +8,18 @@ import (
 )
 
 // batcher coalesces concurrent Enqueue calls into EnqueueBatch RPCs by
-// natural batching: at most one RPC is in flight; calls that arrive meanwhile
-// wait in pending and go together when it returns. An idle batcher sends at
-// once, so a lone caller pays no added delay.
+// natural batching: at most Config.MaxInFlight RPCs are in flight; calls that
+// arrive while all of them are busy wait in pending and go together when one
+// returns. An idle batcher sends at once, so a lone caller pays no added
+// delay.
 //
-// The sending goroutine is started by the first call that finds the batcher
-// idle and ends as soon as pending is empty.
+// Each sending goroutine is started by a call that finds a free slot and ends
+// as soon as pending is empty.
 type batcher struct {
 	c       *Client
 	mu      sync.Mutex
 	pending []*call
-	sending bool
+	senders int // goroutines sending; at most c.cfg.MaxInFlight
 }
 
 // call is one Enqueue waiting in the batcher.
@@ -36,8 +37,10 @@ func (b *batcher) enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*Ack
 	cl := &call{ctx: ctx, req: req, done: make(chan struct{})}
 	b.mu.Lock()
 	b.pending = append(b.pending, cl)
-	start := !b.sending
-	b.sending = true
+	start := b.senders < b.c.cfg.MaxInFlight
+	if start {
+		b.senders++
+	}
 	b.mu.Unlock()
 	if start {
 		go b.send()
@@ -57,7 +60,7 @@ func (b *batcher) send() {
 		b.mu.Lock()
 		batch := b.take()
 		if len(batch) == 0 {
-			b.sending = false
+			b.senders--
 			b.mu.Unlock()
 			return
 		}

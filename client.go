@@ -38,6 +38,9 @@ type Config struct {
 	// DisableBatching sends every Enqueue as its own RPC instead of
 	// coalescing concurrent calls. Default false.
 	DisableBatching bool
+	// MaxInFlight bounds the coalesced EnqueueBatch RPCs in flight at once.
+	// Calls wait only while all of them are busy. Default 1.
+	MaxInFlight int
 	// MaxBatchSize bounds the jobs of one coalesced EnqueueBatch RPC. Keep it
 	// at or below the server's max_batch_size. Default 1000.
 	MaxBatchSize int
@@ -59,6 +62,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 1
+	}
 	if c.MaxBatchSize <= 0 {
 		c.MaxBatchSize = 1000
 	}

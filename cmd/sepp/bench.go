@@ -12,6 +12,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,8 +37,21 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 	payloadSize := fs.Int("payload", 256, "payload size in bytes")
 	queue := fs.String("queue", "bench", "queue to enqueue to")
 	noBatch := fs.Bool("no-batching", false, "send one RPC per enqueue instead of letting the client coalesce concurrent calls")
+	inFlight := fs.Int("in-flight", 0, "coalesced batch RPCs the client keeps in flight (0: the client's default)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (client, and the server when in-process) to `file`")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *n < 1 || *c < 1 || *dup < 0 || *dup >= 1 || *payloadSize < 0 {
 		return errors.New("want -n >= 1, -c >= 1, 0 <= -dup < 1, -payload >= 0")
@@ -54,7 +68,7 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "server: in-process, sqlite in %s, listening on %s\n", dir, started)
 	}
 	ctx := context.Background()
-	client, err := sepp.NewClient(ctx, target, sepp.Config{DisableBatching: *noBatch})
+	client, err := sepp.NewClient(ctx, target, sepp.Config{DisableBatching: *noBatch, MaxInFlight: *inFlight})
 	if err != nil {
 		return err
 	}

@@ -200,6 +200,10 @@ func (q QueueConfig) AcceptsJobType(t string) bool {
 
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
+// MaxQueueNameBytes is the longest queue name accepted, in the config and on
+// the wire.
+const MaxQueueNameBytes = 255
+
 // Default returns the configuration used when there is no file and no
 // environment variable: every setting at its default, no declared queue.
 func Default() Config {

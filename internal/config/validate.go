@@ -65,6 +65,8 @@ func (c *Config) validate(file string, org origins) error {
 			v.bad(name, fmt.Sprintf("%q has leading or trailing spaces", q.Name))
 		case strings.ContainsFunc(q.Name, unicode.IsControl):
 			v.bad(name, fmt.Sprintf("%q contains a control character", q.Name))
+		case len(q.Name) > MaxQueueNameBytes:
+			v.bad(name, fmt.Sprintf("is %d bytes; the limit is %d", len(q.Name), MaxQueueNameBytes))
 		default:
 			if j, dup := firstIndex[q.Name]; dup {
 				first := fmt.Sprintf("queues[%d]", j)

@@ -18,7 +18,6 @@ import (
 // Limits on fields the spec leaves open. They keep one request from holding
 // unbounded memory in the writer; each has a reason-coded error.
 const (
-	maxQueueNameBytes   = 255
 	maxJobTypeBytes     = 255
 	maxHeaderBytes      = 64 << 10
 	maxHeaderEntryCount = 64
@@ -130,7 +129,7 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, *apiError) {
 	var job store.EnqueueJob
 	queue := req.GetQueue()
-	if aerr := checkName("queue", queue, maxQueueNameBytes); aerr != nil {
+	if aerr := checkName("queue", queue, config.MaxQueueNameBytes); aerr != nil {
 		return job, aerr
 	}
 	if s.cfg.Server.Strict && !s.cfg.Declared(queue) {
@@ -241,7 +240,7 @@ func checkHeaders(h map[string]string) *apiError {
 
 // lookupKey validates the (queue, key) pair of a lookup or release.
 func (s *Server) lookupKey(queue, key string) *apiError {
-	if aerr := checkName("queue", queue, maxQueueNameBytes); aerr != nil {
+	if aerr := checkName("queue", queue, config.MaxQueueNameBytes); aerr != nil {
 		return aerr
 	}
 	return s.checkKey(key)

@@ -21,22 +21,17 @@ const insertJobsPrefix = `INSERT INTO jobs (id, queue, job_type, payload, idempo
 
 const jobInsertCols = 11
 
-const upsertDedupPrefix = `INSERT INTO dedup (queue, key, job_id, first_enqueued_at, expires_at, fingerprint, hits) VALUES `
+// Expired records being replaced are deleted first, so this is a plain
+// insert (cheaper than an upsert).
+const insertDedupPrefix = `INSERT INTO dedup (queue, key, job_id, first_enqueued_at, expires_at, fingerprint, hits) VALUES `
 
-// An expired record is replaced in place by the fresh one.
-const upsertDedupSuffix = ` ON CONFLICT (queue, key) DO UPDATE SET job_id = excluded.job_id,
- first_enqueued_at = excluded.first_enqueued_at, expires_at = excluded.expires_at,
- fingerprint = excluded.fingerprint, hits = excluded.hits`
-
-const dedupUpsertCols = 7
+const dedupInsertCols = 7
 
 const addHitsSQL = `UPDATE dedup SET hits = hits + ? WHERE queue = ? AND key = ?`
 
 func insertJobsSQL(rows int) string { return insertJobsPrefix + placeholders(rows, jobInsertCols) }
 
-func upsertDedupSQL(rows int) string {
-	return upsertDedupPrefix + placeholders(rows, dedupUpsertCols) + upsertDedupSuffix
-}
+func insertDedupSQL(rows int) string { return insertDedupPrefix + placeholders(rows, dedupInsertCols) }
 
 func selectDedupSQL(keys int) string {
 	return `SELECT key, job_id, first_enqueued_at, expires_at, fingerprint FROM dedup WHERE queue = ? AND key IN (` +
@@ -47,7 +42,7 @@ func selectDedupSQL(keys int) string {
 func hotQueries() []string {
 	qs := []string{addHitsSQL}
 	for n := maxRowsPerStatement; n >= 1; n /= 2 {
-		qs = append(qs, insertJobsSQL(n), upsertDedupSQL(n), selectDedupSQL(n))
+		qs = append(qs, insertJobsSQL(n), insertDedupSQL(n), selectDedupSQL(n))
 	}
 	return qs
 }
@@ -66,23 +61,27 @@ type preparedJob struct {
 	insArgs []any // the job row, in insertJobsPrefix order
 }
 
+// enqueueOp is one EnqueueBatch call as the writer sees it.
+type enqueueOp struct {
+	atomic  bool
+	now     int64
+	jobs    []preparedJob
+	results []store.EnqueueResult
+}
+
 // EnqueueBatch implements store.Store.
 func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) ([]store.EnqueueResult, error) {
 	now := p.Now.UnixMicro()
-	jobs := make([]preparedJob, len(p.Jobs))
+	op := &enqueueOp{atomic: p.Atomic, now: now, jobs: make([]preparedJob, len(p.Jobs)), results: make([]store.EnqueueResult, len(p.Jobs))}
 	for i := range p.Jobs {
-		if err := prepareJob(&jobs[i], &p.Jobs[i], now); err != nil {
+		if err := prepareJob(&op.jobs[i], &p.Jobs[i], now); err != nil {
 			return nil, &store.JobError{Index: i, Err: err}
 		}
 	}
-	results := make([]store.EnqueueResult, len(jobs))
-	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		return s.applyEnqueue(ctx, tx, p.Atomic, now, jobs, results)
-	}, len(jobs))
-	if err != nil {
+	if err := s.submitOp(ctx, &writeOp{enqueue: op, done: make(chan struct{})}); err != nil {
 		return nil, err
 	}
-	return results, nil
+	return op.results, nil
 }
 
 func prepareJob(pj *preparedJob, j *store.EnqueueJob, now int64) error {
@@ -136,63 +135,40 @@ type dedupState struct {
 	first   int64
 	expires int64
 	fp      store.Fingerprint
-	created bool  // written by this batch (an upsert), not only read
-	newHits int64 // hits this batch adds
+	stored  bool  // the record is in the database (read by loadDedup)
+	created bool  // this group writes the record (new, or replacing an expired one)
+	newHits int64 // hits this group adds
 }
 
-// applyEnqueue decides every job of one batch against the stored dedup
-// records, then writes the new jobs and records with multi-row statements.
-// It writes nothing until every decision is made, so an atomic batch that
-// fails leaves no trace.
-func (s *Store) applyEnqueue(ctx context.Context, tx *sql.Tx, atomic bool, now int64, jobs []preparedJob, results []store.EnqueueResult) error {
-	records, err := s.loadDedup(ctx, tx, jobs)
+// groupWrites collects what a group of enqueue ops writes.
+type groupWrites struct {
+	jobs     []*preparedJob // new jobs, in order
+	created  []dedupKey     // records to insert, in order
+	replaced []dedupKey     // expired stored records to delete before inserting
+}
+
+// applyEnqueues decides every job of the given enqueue ops against the stored
+// dedup records and each other, in submission order, then writes the new jobs
+// and records of all of them with multi-row statements. An atomic op that
+// fails contributes nothing: its decisions are staged and dropped.
+func (s *Store) applyEnqueues(ctx context.Context, tx *sql.Tx, ops []*writeOp) error {
+	records, err := s.loadDedup(ctx, tx, ops)
 	if err != nil {
 		return err
 	}
-	fresh := make([]int, 0, len(jobs)) // indices of jobs to insert
-	var created []*dedupState          // records to upsert, in job order
-	var createdKeys []dedupKey
-	for i := range jobs {
-		j := &jobs[i]
-		r := &results[i]
-		*r = store.EnqueueResult{JobID: j.id}
-		if !j.keyed {
-			fresh = append(fresh, i)
-			continue
-		}
-		k := dedupKey{j.queue, j.key}
-		if rec := records[k]; rec != nil && now < rec.expires {
-			mismatch := rec.fp != j.fp
-			if mismatch && j.reject {
-				if atomic {
-					return logicalError{&store.JobError{Index: i, Err: store.ErrIdempotencyKeyConflict}}
-				}
-				r.Err = store.ErrIdempotencyKeyConflict
-				continue
-			}
-			rec.newHits++
-			*r = store.EnqueueResult{
-				JobID:              rec.jobID,
-				Deduplicated:       true,
-				PayloadMismatch:    mismatch,
-				OriginalEnqueuedAt: time.UnixMicro(rec.first).UTC(),
-				ExpiresAt:          time.UnixMicro(rec.expires).UTC(),
-			}
-			continue
-		}
-		rec := &dedupState{jobID: j.id, first: now, expires: now + j.window, fp: j.fp, created: true}
-		records[k] = rec
-		created = append(created, rec)
-		createdKeys = append(createdKeys, k)
-		fresh = append(fresh, i)
-		r.OriginalEnqueuedAt = time.UnixMicro(now).UTC()
-		r.ExpiresAt = time.UnixMicro(rec.expires).UTC()
+	var w groupWrites
+	for _, wop := range ops {
+		decideOp(wop, records, &w)
 	}
-
-	if err := s.insertJobs(ctx, tx, jobs, fresh); err != nil {
+	if err := s.insertJobs(ctx, tx, w.jobs); err != nil {
 		return err
 	}
-	if err := s.upsertDedup(ctx, tx, created, createdKeys); err != nil {
+	for _, k := range w.replaced {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM dedup WHERE queue = ? AND key = ?`, k.queue, []byte(k.key)); err != nil {
+			return err
+		}
+	}
+	if err := s.insertDedup(ctx, tx, records, w.created); err != nil {
 		return err
 	}
 	for k, rec := range records {
@@ -210,22 +186,98 @@ func (s *Store) applyEnqueue(ctx context.Context, tx *sql.Tx, atomic bool, now i
 	return nil
 }
 
-// loadDedup reads the stored records of every key in jobs, one multi-key
-// SELECT per queue and chunk.
-func (s *Store) loadDedup(ctx context.Context, tx *sql.Tx, jobs []preparedJob) (map[dedupKey]*dedupState, error) {
-	byQueue := make(map[string][]string)
-	seen := make(map[dedupKey]bool)
-	for i := range jobs {
-		j := &jobs[i]
+// decideOp decides the jobs of one op. What the op would write (new jobs,
+// new records, hits) is staged, and merged into records and w only if the op
+// succeeds, so a failed atomic op leaves no trace.
+func decideOp(wop *writeOp, records map[dedupKey]*dedupState, w *groupWrites) {
+	op := wop.enqueue
+	staged := map[dedupKey]*dedupState{}
+	var (
+		stagedKeys []dedupKey // in job order
+		hits       []*dedupState
+		fresh      []*preparedJob
+		replaced   []dedupKey
+	)
+	for i := range op.jobs {
+		j := &op.jobs[i]
+		r := &op.results[i]
+		*r = store.EnqueueResult{JobID: j.id}
 		if !j.keyed {
+			fresh = append(fresh, j)
 			continue
 		}
 		k := dedupKey{j.queue, j.key}
-		if seen[k] {
+		rec := staged[k]
+		if rec == nil {
+			rec = records[k]
+		}
+		if rec != nil && op.now < rec.expires {
+			mismatch := rec.fp != j.fp
+			if mismatch && j.reject {
+				if op.atomic {
+					wop.err = &store.JobError{Index: i, Err: store.ErrIdempotencyKeyConflict}
+					clear(op.results)
+					return
+				}
+				r.Err = store.ErrIdempotencyKeyConflict
+				continue
+			}
+			hits = append(hits, rec)
+			*r = store.EnqueueResult{
+				JobID:              rec.jobID,
+				Deduplicated:       true,
+				PayloadMismatch:    mismatch,
+				OriginalEnqueuedAt: time.UnixMicro(rec.first).UTC(),
+				ExpiresAt:          time.UnixMicro(rec.expires).UTC(),
+			}
 			continue
 		}
-		seen[k] = true
-		byQueue[j.queue] = append(byQueue[j.queue], j.key)
+		if rec != nil && rec.stored && !rec.created {
+			replaced = append(replaced, k) // an expired stored record
+		}
+		staged[k] = &dedupState{jobID: j.id, first: op.now, expires: op.now + j.window, fp: j.fp, created: true}
+		stagedKeys = append(stagedKeys, k)
+		fresh = append(fresh, j)
+		r.OriginalEnqueuedAt = time.UnixMicro(op.now).UTC()
+		r.ExpiresAt = time.UnixMicro(op.now + j.window).UTC()
+	}
+	for _, rec := range hits {
+		rec.newHits++
+	}
+	for _, k := range stagedKeys {
+		rec := staged[k]
+		if old := records[k]; old != nil && old.created {
+			// An earlier op of this group created this record and it has
+			// expired by this op's clock (a window shorter than the time
+			// between the two): the one insert writes the newer record.
+			*old = *rec
+			continue
+		}
+		records[k] = rec
+		w.created = append(w.created, k)
+	}
+	w.jobs = append(w.jobs, fresh...)
+	w.replaced = append(w.replaced, replaced...)
+}
+
+// loadDedup reads the stored records of every key of ops, one multi-key
+// SELECT per queue and chunk.
+func (s *Store) loadDedup(ctx context.Context, tx *sql.Tx, ops []*writeOp) (map[dedupKey]*dedupState, error) {
+	byQueue := make(map[string][]string)
+	seen := make(map[dedupKey]bool)
+	for _, wop := range ops {
+		for i := range wop.enqueue.jobs {
+			j := &wop.enqueue.jobs[i]
+			if !j.keyed {
+				continue
+			}
+			k := dedupKey{j.queue, j.key}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			byQueue[j.queue] = append(byQueue[j.queue], j.key)
+		}
 	}
 	records := make(map[dedupKey]*dedupState, len(seen))
 	for queue, keys := range byQueue {
@@ -256,7 +308,7 @@ func scanDedup(ctx context.Context, st *sql.Stmt, args []any, queue string, into
 	defer rows.Close()
 	for rows.Next() {
 		var key, id, fp []byte
-		rec := &dedupState{}
+		rec := &dedupState{stored: true}
 		if err := rows.Scan(&key, &id, &rec.first, &rec.expires, &fp); err != nil {
 			return err
 		}
@@ -267,17 +319,17 @@ func scanDedup(ctx context.Context, st *sql.Stmt, args []any, queue string, into
 	return rows.Err()
 }
 
-func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, jobs []preparedJob, fresh []int) error {
-	for _, n := range chunks(len(fresh), maxRowsPerStatement) {
+func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, jobs []*preparedJob) error {
+	for _, n := range chunks(len(jobs), maxRowsPerStatement) {
 		st, err := s.stmts.get(ctx, tx, insertJobsSQL(n))
 		if err != nil {
 			return err
 		}
 		args := make([]any, 0, n*jobInsertCols)
-		for _, i := range fresh[:n] {
-			args = append(args, jobs[i].insArgs...)
+		for _, j := range jobs[:n] {
+			args = append(args, j.insArgs...)
 		}
-		fresh = fresh[n:]
+		jobs = jobs[n:]
 		if _, err := st.ExecContext(ctx, args...); err != nil {
 			return err
 		}
@@ -285,18 +337,18 @@ func (s *Store) insertJobs(ctx context.Context, tx *sql.Tx, jobs []preparedJob, 
 	return nil
 }
 
-func (s *Store) upsertDedup(ctx context.Context, tx *sql.Tx, recs []*dedupState, keys []dedupKey) error {
-	for _, n := range chunks(len(recs), maxRowsPerStatement) {
-		st, err := s.stmts.get(ctx, tx, upsertDedupSQL(n))
+func (s *Store) insertDedup(ctx context.Context, tx *sql.Tx, records map[dedupKey]*dedupState, keys []dedupKey) error {
+	for _, n := range chunks(len(keys), maxRowsPerStatement) {
+		st, err := s.stmts.get(ctx, tx, insertDedupSQL(n))
 		if err != nil {
 			return err
 		}
-		args := make([]any, 0, n*dedupUpsertCols)
-		for i, rec := range recs[:n] {
-			k := keys[i]
+		args := make([]any, 0, n*dedupInsertCols)
+		for _, k := range keys[:n] {
+			rec := records[k]
 			args = append(args, k.queue, []byte(k.key), rec.jobID[:], rec.first, rec.expires, rec.fp[:], rec.newHits)
 		}
-		recs, keys = recs[n:], keys[n:]
+		keys = keys[n:]
 		if _, err := st.ExecContext(ctx, args...); err != nil {
 			return err
 		}

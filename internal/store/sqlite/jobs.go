@@ -83,7 +83,7 @@ func (s *Store) CancelJob(ctx context.Context, p *store.CancelJobParams) (*store
 		}
 		job = j
 		return nil
-	}, 0)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func (s *Store) ReleaseDedup(ctx context.Context, p *store.ReleaseDedupParams) (
 		rec.FirstEnqueuedAt = time.UnixMicro(first).UTC()
 		rec.ExpiresAt = time.UnixMicro(expire).UTC()
 		return nil
-	}, 0)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 			res.Jobs += int(n)
 		}
 		return nil
-	}, 0)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -12,24 +12,35 @@ import (
 	"github.com/sepp-dev/sepp/internal/store"
 )
 
-// writeOp is one write submitted to the writer goroutine. apply runs inside
-// the group's transaction and must be re-runnable: if any operation of a group
-// fails with a database error the whole group is rolled back and every
-// operation runs again in a transaction of its own, so one bad operation
-// cannot fail its neighbours.
+// writeOp is one write submitted to the writer goroutine: an enqueue batch
+// (enqueue set), which the writer merges with the other enqueues of its group,
+// or any other write (apply set). Both must be re-runnable: if any operation
+// of a group fails with a database error the whole group is rolled back and
+// every operation runs again in a transaction of its own, so one bad
+// operation cannot fail its neighbours.
 type writeOp struct {
-	apply func(ctx context.Context, tx *sql.Tx) error
-	jobs  int // for commit metrics
-	err   error
-	done  chan struct{}
+	apply   func(ctx context.Context, tx *sql.Tx) error
+	enqueue *enqueueOp
+	err     error
+	done    chan struct{}
 }
 
-// submit hands op to the writer and waits until it is committed (durable) or
-// failed. If ctx ends first submit returns ctx.Err(); the operation may still
-// be committed after that, which is safe for keyed enqueues: the caller retries
-// with the same key.
-func (s *Store) submit(ctx context.Context, apply func(ctx context.Context, tx *sql.Tx) error, jobs int) error {
-	op := &writeOp{apply: apply, jobs: jobs, done: make(chan struct{})}
+func (op *writeOp) jobs() int {
+	if op.enqueue == nil {
+		return 0
+	}
+	return len(op.enqueue.jobs)
+}
+
+// submit hands an operation to the writer and waits until it is committed
+// (durable) or failed. If ctx ends first submit returns ctx.Err(); the
+// operation may still be committed after that, which is safe for keyed
+// enqueues: the caller retries with the same key.
+func (s *Store) submit(ctx context.Context, apply func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.submitOp(ctx, &writeOp{apply: apply, done: make(chan struct{})})
+}
+
+func (s *Store) submitOp(ctx context.Context, op *writeOp) error {
 	select {
 	case <-s.stop:
 		return store.ErrClosed
@@ -92,7 +103,9 @@ func (s *Store) commit(group []*writeOp) {
 	if err != nil && len(group) > 1 {
 		// Isolate the failure: each op alone.
 		for _, op := range group {
-			op.err = s.runGroup([]*writeOp{op})
+			if err := s.runGroup([]*writeOp{op}); err != nil {
+				op.err = err
+			}
 		}
 	} else {
 		for _, op := range group {
@@ -104,7 +117,7 @@ func (s *Store) commit(group []*writeOp) {
 	if s.opts.OnCommit != nil {
 		jobs := 0
 		for _, op := range group {
-			jobs += op.jobs
+			jobs += op.jobs()
 		}
 		s.opts.OnCommit(len(group), jobs, time.Since(start))
 	}
@@ -123,8 +136,24 @@ func (s *Store) runGroup(ops []*writeOp) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
-	for _, op := range ops {
+	for i := 0; i < len(ops); {
+		op := ops[i]
 		op.err = nil
+		if op.enqueue != nil {
+			// Consecutive enqueues are decided and written together.
+			j := i + 1
+			for j < len(ops) && ops[j].enqueue != nil {
+				ops[j].err = nil
+				j++
+			}
+			if err := s.applyEnqueues(ctx, tx, ops[i:j]); err != nil {
+				tx.Rollback()
+				return translate(err)
+			}
+			i = j
+			continue
+		}
+		i++
 		if err := op.apply(ctx, tx); err != nil {
 			var le logicalError
 			if errors.As(err, &le) {

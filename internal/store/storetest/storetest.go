@@ -51,6 +51,7 @@ func Run(t *testing.T, open Opener) {
 		{"ReleaseFreesKey", testReleaseFreesKey},
 		{"SweepBoundedBatches", testSweepBoundedBatches},
 		{"ConcurrentSameKey", testConcurrentSameKey},
+		{"ConcurrentAtomicFailuresLeaveNoTrace", testConcurrentAtomicFailuresLeaveNoTrace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -529,5 +530,70 @@ func testConcurrentSameKey(t *testing.T, s store.Store) {
 	}
 	if len(distinct) != keys {
 		t.Fatalf("%d distinct jobs for %d keys", len(distinct), keys)
+	}
+}
+
+// testConcurrentAtomicFailuresLeaveNoTrace runs failing atomic batches
+// concurrently with successful enqueues of the same keys: a backend that
+// commits concurrent calls together must still drop every write of a failed
+// atomic batch, hits included.
+func testConcurrentAtomicFailuresLeaveNoTrace(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	conflict := job("q", "conflict")
+	conflict.RejectMismatch = true
+	enqueueOne(t, s, t0, conflict)
+	mismatched := conflict
+	mismatched.Payload = []byte("different")
+
+	const goroutines, rounds = 16, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*goroutines)
+	for g := range goroutines {
+		wg.Add(2)
+		go func() { // atomic batches that always fail on their last job
+			defer wg.Done()
+			for r := range rounds {
+				_, err := s.EnqueueBatch(ctx, &store.EnqueueBatchParams{Atomic: true, Now: t0, Jobs: []store.EnqueueJob{
+					job("q", fmt.Sprintf("atomic-%d-%d", g, r)), job("q", "shared"), mismatched,
+				}})
+				var je *store.JobError
+				if !errors.As(err, &je) || je.Index != 2 {
+					errs <- fmt.Errorf("atomic batch: %v, want JobError at index 2", err)
+					return
+				}
+			}
+		}()
+		go func() { // plain enqueues of the shared key
+			defer wg.Done()
+			for range rounds {
+				res, err := s.EnqueueBatch(ctx, &store.EnqueueBatchParams{Now: t0, Jobs: []store.EnqueueJob{job("q", "shared")}})
+				if err == nil {
+					err = res[0].Err
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for g := range goroutines {
+		for r := range rounds {
+			if _, err := lookup(t, s, t0, "q", fmt.Sprintf("atomic-%d-%d", g, r)); !errors.Is(err, store.ErrDedupNotFound) {
+				t.Fatalf("a failed atomic batch wrote its key: %v", err)
+			}
+		}
+	}
+	l, err := lookup(t, s, t0, "q", "shared")
+	if want := int64(goroutines*rounds - 1); err != nil || l.Record.Hits != want {
+		t.Fatalf("shared key: %+v %v; want %d hits (failed atomic batches must not count)", l, err, want)
+	}
+	if l, err := lookup(t, s, t0, "q", "conflict"); err != nil || l.Record.Hits != 0 {
+		t.Fatalf("conflict key: %+v %v; want 0 hits", l, err)
 	}
 }
