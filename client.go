@@ -121,7 +121,11 @@ func NewClient(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	}
 	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("sepp: connect to %s: %w", addr, fromRPC(err))
+		if e, ok := fromRPC(err).(*Error); ok {
+			e.Message = fmt.Sprintf("cannot reach the server at %s: %s", addr, e.Message)
+			return nil, e
+		}
+		return nil, fmt.Errorf("sepp: connect to %s: %w", addr, err)
 	}
 	c := &Client{cfg: cfg.withDefaults(), conn: conn, jobs: seppv1.NewJobServiceClient(conn)}
 	if !c.cfg.DisableBatching {

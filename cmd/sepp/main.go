@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 const usage = `sepp: a job queue whose retries never become duplicates.
@@ -49,7 +50,11 @@ func main() {
 	case errors.As(err, &code):
 		os.Exit(int(code))
 	default:
-		fmt.Fprintln(os.Stderr, "sepp:", err)
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "sepp: ") {
+			msg = "sepp: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 		os.Exit(1)
 	}
 }
