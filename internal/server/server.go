@@ -143,15 +143,19 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 
-	split := newSplitListener(ln)
-	s.bg.Add(1)
+	split := NewPrefaceSplitter(ln, 10*time.Second)
+	s.bg.Add(2)
+	go func() {
+		defer s.bg.Done()
+		split.Serve()
+	}()
 	go func() {
 		defer s.bg.Done()
 		s.sweepLoop()
 	}()
 	errc := make(chan error, 2)
-	go func() { errc <- s.grpc.Serve(split.grpc) }()
-	go func() { errc <- s.http.Serve(split.http) }()
+	go func() { errc <- s.grpc.Serve(split.HTTP2()) }()
+	go func() { errc <- s.http.Serve(split.Other()) }()
 	var first error
 	for range 2 {
 		err := <-errc
