@@ -2,6 +2,7 @@ package sepp
 
 import (
 	"context"
+	"runtime"
 	"sync"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
@@ -56,7 +57,13 @@ func (b *batcher) enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*Ack
 
 // send drains pending, one RPC at a time.
 func (b *batcher) send() {
-	for {
+	for last := 0; ; {
+		if last > 1 {
+			// The callers just answered are about to enqueue again; let
+			// them run first so they join the next batch instead of
+			// following it one by one.
+			runtime.Gosched()
+		}
 		b.mu.Lock()
 		batch := b.take()
 		if len(batch) == 0 {
@@ -66,6 +73,7 @@ func (b *batcher) send() {
 		}
 		b.mu.Unlock()
 		b.sendBatch(batch)
+		last = len(batch)
 	}
 }
 

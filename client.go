@@ -9,9 +9,10 @@
 //	// then names the original job.
 //
 // A Client is safe for concurrent use. Concurrent Enqueue calls are coalesced
-// into EnqueueBatch RPCs (natural batching: while one batch is in flight the
-// next calls gather and go together when it returns; an idle client sends at
-// once), and each caller still gets its own ack or error. Keyed enqueues whose
+// into EnqueueBatch RPCs (natural batching: while the batches in flight, two
+// at most by default, are busy, the next calls gather and go together when one
+// returns; an idle client sends at once), and each caller still gets its own
+// ack or error. Keyed enqueues whose
 // fate is unknown after a transport error are resent with the same key, which
 // makes the retry harmless.
 package sepp
@@ -39,7 +40,8 @@ type Config struct {
 	// coalescing concurrent calls. Default false.
 	DisableBatching bool
 	// MaxInFlight bounds the coalesced EnqueueBatch RPCs in flight at once.
-	// Calls wait only while all of them are busy. Default 1.
+	// Calls wait only while all of them are busy. Two keep the server's
+	// writer busy while the next batch travels. Default 2.
 	MaxInFlight int
 	// MaxBatchSize bounds the jobs of one coalesced EnqueueBatch RPC. Keep it
 	// at or below the server's max_batch_size. Default 1000.
@@ -63,7 +65,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = 1
+		c.MaxInFlight = 2
 	}
 	if c.MaxBatchSize <= 0 {
 		c.MaxBatchSize = 1000

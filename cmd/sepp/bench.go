@@ -149,6 +149,9 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "rate:      %.0f enqueues/s\n", float64(*n)/elapsed.Seconds())
 	fmt.Fprintf(stdout, "latency:   p50 %v  p99 %v  max %v\n", pct(0.50).Round(time.Microsecond),
 		pct(0.99).Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
+	if target != *addr {
+		fmt.Fprintf(stdout, "store:     %v\n", &benchCommits)
+	}
 	fmt.Fprintf(stdout, "check:     %d distinct keys, %d jobs created, %d distinct job ids\n", distinct, created, len(ids))
 	if created != distinct || len(ids) != distinct {
 		return fmt.Errorf("FAILED: %d distinct keys but %d jobs created (%d distinct ids)", distinct, created, len(ids))
@@ -188,7 +191,10 @@ func startBenchServer(dir string) (stop func(), addr, where string, err error) {
 	cfg := config.Default()
 	cfg.Storage.Path = dir
 	metrics := server.NewMetrics()
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: dir, OnCommit: metrics.ObserveCommit})
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: dir, OnCommit: func(ops, jobs int, d time.Duration) {
+		metrics.ObserveCommit(ops, jobs, d)
+		benchCommits.observe(ops, jobs, d)
+	}})
 	if err != nil {
 		cleanup()
 		return nil, "", "", err
@@ -220,6 +226,27 @@ func startBenchServer(dir string) (stop func(), addr, where string, err error) {
 		cleanup()
 	}
 	return stop, "http://" + ln.Addr().String(), dir, nil
+}
+
+// commitStats sums the in-process server's group commits.
+type commitStats struct {
+	commits, ops, jobs, nanos atomic.Int64
+}
+
+var benchCommits commitStats
+
+func (c *commitStats) observe(ops, jobs int, d time.Duration) {
+	c.commits.Add(1)
+	c.ops.Add(int64(ops))
+	c.jobs.Add(int64(jobs))
+	c.nanos.Add(int64(d))
+}
+
+func (c *commitStats) String() string {
+	n := max(c.commits.Load(), 1)
+	return fmt.Sprintf("%d group commits, %.1f calls and %.1f jobs each, %v per commit on average",
+		c.commits.Load(), float64(c.ops.Load())/float64(n), float64(c.jobs.Load())/float64(n),
+		time.Duration(c.nanos.Load()/n).Round(time.Microsecond))
 }
 
 func randomHex(n int) string {
