@@ -2,6 +2,7 @@ package sepp
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 
@@ -17,10 +18,11 @@ import (
 // Each sending goroutine is started by a call that finds a free slot and ends
 // as soon as pending is empty.
 type batcher struct {
-	c       *Client
-	mu      sync.Mutex
-	pending []*call
-	senders int // goroutines sending; at most c.cfg.MaxInFlight
+	c        *Client
+	mu       sync.Mutex
+	pending  []*call
+	senders  int // goroutines sending; at most c.cfg.MaxInFlight
+	maxBatch int // c.cfg.MaxBatchSize, lowered if the server's max_batch_size is smaller
 }
 
 // call is one Enqueue waiting in the batcher.
@@ -32,7 +34,7 @@ type call struct {
 	done chan struct{}
 }
 
-func newBatcher(c *Client) *batcher { return &batcher{c: c} }
+func newBatcher(c *Client) *batcher { return &batcher{c: c, maxBatch: c.cfg.MaxBatchSize} }
 
 func (b *batcher) enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*Ack, error) {
 	cl := &call{ctx: ctx, req: req, done: make(chan struct{})}
@@ -81,7 +83,7 @@ func (b *batcher) send() {
 // whose caller already gave up are answered and left out. b.mu is held.
 func (b *batcher) take() []*call {
 	n, bytes := 0, 0
-	for n < len(b.pending) && n < b.c.cfg.MaxBatchSize {
+	for n < len(b.pending) && n < b.maxBatch {
 		size := len(b.pending[n].req.GetPayload())
 		if n > 0 && bytes+size > b.c.cfg.MaxBatchBytes {
 			break
@@ -113,6 +115,17 @@ func (b *batcher) sendBatch(batch []*call) {
 		if err == nil {
 			return
 		}
+		if errors.Is(err, ErrBatchTooLarge) && len(batch) > 1 {
+			// The server's max_batch_size is below ours: learn it and
+			// send the halves.
+			half := len(batch) / 2
+			b.mu.Lock()
+			b.maxBatch = min(b.maxBatch, half)
+			b.mu.Unlock()
+			b.sendBatch(batch[:half])
+			b.sendBatch(batch[half:])
+			return
+		}
 		var again []*call
 		for _, cl := range batch {
 			if cl.req.IdempotencyKey != nil && retryable(err) && attempt < b.c.cfg.EnqueueRetries && cl.ctx.Err() == nil {
@@ -122,7 +135,7 @@ func (b *batcher) sendBatch(batch []*call) {
 			cl.err = err
 			close(cl.done)
 		}
-		if len(again) > 0 && !b.c.shouldRetry(again[0].ctx, again[0].req, err, attempt) {
+		if len(again) > 0 && !b.c.shouldRetry(again[0].ctx, true, err, attempt) {
 			for _, cl := range again {
 				cl.err = err
 				close(cl.done)
@@ -134,12 +147,12 @@ func (b *batcher) sendBatch(batch []*call) {
 }
 
 // rpc sends batch as one RPC. On success every call is answered; on a
-// transport error none is.
+// transport error, or when the batch is too large for the server, none is.
 func (b *batcher) rpc(ctx context.Context, batch []*call) error {
 	if len(batch) == 1 {
 		res, err := b.c.jobs.Enqueue(ctx, batch[0].req)
 		if err != nil {
-			err = fromRPC(err)
+			err = fromRPC(nil, err)
 			if retryable(err) {
 				return err
 			}
@@ -159,8 +172,8 @@ func (b *batcher) rpc(ctx context.Context, batch []*call) error {
 		err = &Error{Code: "internal", Reason: ErrInternal.Error(), Message: "server answered a batch with the wrong number of results", Index: -1}
 	}
 	if err != nil {
-		err = fromRPC(err)
-		if retryable(err) {
+		err = fromRPC(nil, err)
+		if retryable(err) || errors.Is(err, ErrBatchTooLarge) {
 			return err
 		}
 		for _, cl := range batch {

@@ -123,7 +123,7 @@ func NewClient(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	}
 	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		conn.Close()
-		if e, ok := fromRPC(err).(*Error); ok {
+		if e, ok := fromRPC(ctx, err).(*Error); ok {
 			e.Message = fmt.Sprintf("cannot reach the server at %s: %s", addr, e.Message)
 			return nil, e
 		}
@@ -209,17 +209,17 @@ func (c *Client) enqueueDirect(ctx context.Context, pb *seppv1.EnqueueRequest) (
 		if err == nil {
 			return ackFromProto(res), nil
 		}
-		err = fromRPC(err)
-		if !c.shouldRetry(ctx, pb, err, attempt) {
+		err = fromRPC(ctx, err)
+		if !c.shouldRetry(ctx, pb.IdempotencyKey != nil, err, attempt) {
 			return nil, err
 		}
 	}
 }
 
-// shouldRetry reports whether a keyed enqueue should be resent after err,
-// and waits the backoff if so.
-func (c *Client) shouldRetry(ctx context.Context, pb *seppv1.EnqueueRequest, err error, attempt int) bool {
-	if pb.IdempotencyKey == nil || !retryable(err) || attempt >= c.cfg.EnqueueRetries {
+// shouldRetry reports whether an enqueue should be resent after err (only a
+// keyed one: resending is then harmless), and waits the backoff if so.
+func (c *Client) shouldRetry(ctx context.Context, keyed bool, err error, attempt int) bool {
+	if !keyed || !retryable(err) || attempt >= c.cfg.EnqueueRetries {
 		return false
 	}
 	d := time.Duration(25<<min(attempt, 6)) * time.Millisecond
@@ -271,9 +271,23 @@ func (c *Client) EnqueueBatch(ctx context.Context, reqs []EnqueueRequest, opts B
 	if len(send) == 0 {
 		return results, nil
 	}
-	res, err := c.jobs.EnqueueBatch(ctx, &seppv1.EnqueueBatchRequest{Jobs: send, Atomic: opts.Atomic})
-	if err != nil {
-		return nil, fromRPC(err)
+	// A batch whose fate is unknown after a transport error is resent only
+	// when every job has a key, since then a resend cannot duplicate one.
+	allKeyed := true
+	for _, pb := range send {
+		allKeyed = allKeyed && pb.IdempotencyKey != nil
+	}
+	var res *seppv1.EnqueueBatchResponse
+	for attempt := 0; ; attempt++ {
+		var err error
+		res, err = c.jobs.EnqueueBatch(ctx, &seppv1.EnqueueBatchRequest{Jobs: send, Atomic: opts.Atomic})
+		if err == nil {
+			break
+		}
+		err = fromRPC(ctx, err)
+		if !c.shouldRetry(ctx, allKeyed, err, attempt) {
+			return nil, err
+		}
 	}
 	if len(res.GetResults()) != len(send) {
 		return nil, fmt.Errorf("sepp: server answered %d results for %d jobs", len(res.GetResults()), len(send))

@@ -502,3 +502,53 @@ func TestHitsAreLogged(t *testing.T) {
 		t.Fatalf("hit log line lacks %q:\n%s", want, logs)
 	}
 }
+
+func TestBatcherLearnsServerBatchLimit(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{Config: "[server]\nmax_batch_size = 10\n"})
+	c := connect(t, srv, sepp.Config{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: fmt.Sprint(i)}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("enqueue with a server limit below the client's batch size: %v", err)
+	}
+}
+
+func TestContextErrors(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{})
+	for _, cfg := range []sepp.Config{{}, {DisableBatching: true}} {
+		c := connect(t, srv, cfg)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: "k"}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("batching %v: cancelled context: %v", !cfg.DisableBatching, err)
+		}
+		if _, err := c.GetJob(ctx, "0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("GetJob with a cancelled context: %v", err)
+		}
+	}
+}
+
+func TestStrictLookup(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{Config: "[server]\nstrict = true\n\n[[queues]]\nname = \"emails\"\n"})
+	c := connect(t, srv, sepp.Config{})
+	if _, err := c.LookupIdempotencyKey(context.Background(), "emials", "k"); !errors.Is(err, sepp.ErrUnknownQueue) {
+		t.Fatalf("lookup on an undeclared queue in strict mode: %v", err)
+	}
+	if l, err := c.LookupIdempotencyKey(context.Background(), "emails", "k"); err != nil || l.Found {
+		t.Fatalf("lookup on a declared queue: %+v %v", l, err)
+	}
+}

@@ -92,10 +92,14 @@ var connectCodeNames = map[codes.Code]string{
 	codes.DataLoss: "data_loss", codes.Unauthenticated: "unauthenticated",
 }
 
-// fromRPC turns an RPC error into an *Error.
-func fromRPC(err error) error {
+// fromRPC turns an RPC error into an *Error, or into ctx's own error when
+// the caller's context ended (ctx may be nil).
+func fromRPC(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
+	}
+	if ctx != nil && ctx.Err() != nil {
+		return ctx.Err()
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err

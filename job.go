@@ -85,7 +85,7 @@ func jobFromProto(p *seppv1.Job) *Job {
 func (c *Client) GetJob(ctx context.Context, jobID string) (*Job, error) {
 	res, err := c.jobs.GetJob(ctx, &seppv1.GetJobRequest{JobId: jobID})
 	if err != nil {
-		return nil, fromRPC(err)
+		return nil, fromRPC(ctx, err)
 	}
 	return jobFromProto(res.GetJob()), nil
 }
@@ -95,7 +95,7 @@ func (c *Client) GetJob(ctx context.Context, jobID string) (*Job, error) {
 func (c *Client) CancelJob(ctx context.Context, jobID string) (*Job, error) {
 	res, err := c.jobs.CancelJob(ctx, &seppv1.CancelJobRequest{JobId: jobID})
 	if err != nil {
-		return nil, fromRPC(err)
+		return nil, fromRPC(ctx, err)
 	}
 	return jobFromProto(res.GetJob()), nil
 }
@@ -124,7 +124,7 @@ func (c *Client) LookupIdempotencyKey(ctx context.Context, queue, key string) (*
 	}
 	res, err := c.jobs.LookupIdempotencyKey(ctx, &seppv1.LookupIdempotencyKeyRequest{Queue: queue, IdempotencyKey: key})
 	if err != nil {
-		return nil, fromRPC(err)
+		return nil, fromRPC(ctx, err)
 	}
 	l := &KeyLookup{Found: res.GetFound()}
 	if !l.Found {
@@ -148,7 +148,7 @@ func (c *Client) ReleaseIdempotencyKey(ctx context.Context, queue, key string) (
 	}
 	res, err := c.jobs.ReleaseIdempotencyKey(ctx, &seppv1.ReleaseIdempotencyKeyRequest{Queue: queue, IdempotencyKey: key})
 	if err != nil {
-		return false, "", fromRPC(err)
+		return false, "", fromRPC(ctx, err)
 	}
 	return res.GetReleased(), res.GetJobId(), nil
 }

@@ -127,3 +127,15 @@ func TestServeCheckConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestCLILongKeysFollowTheServer(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Config: "[storage]\nmax_idempotency_key_bytes = 512\n"})
+	key := strings.Repeat("k", 300)
+	if _, _, err := cli(t, "enqueue", "--addr="+srv.URL, "--queue", "q", "--type", "t", "--key", key); err != nil {
+		t.Fatalf("300-byte key with a 512-byte server limit: %v", err)
+	}
+	out, _, err := cli(t, "key", "lookup", "--addr="+srv.URL, "--queue", "q", key)
+	if err != nil || !regexpLine(out, "found", "true") {
+		t.Fatalf("lookup of a 300-byte key: %v\n%s", err, out)
+	}
+}

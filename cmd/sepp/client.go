@@ -35,7 +35,9 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 
 func (f *clientFlags) connect() (*sepp.Client, context.Context, context.CancelFunc, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-	c, err := sepp.NewClient(ctx, f.addr, sepp.Config{DisableBatching: true})
+	// The server checks key lengths against its own limit, which may be
+	// above the client's default.
+	c, err := sepp.NewClient(ctx, f.addr, sepp.Config{DisableBatching: true, MaxIdempotencyKeyBytes: -1})
 	if err != nil {
 		cancel()
 		return nil, nil, nil, fmt.Errorf("%w\n(is the server running? start it with: sepp serve)", err)
@@ -130,7 +132,7 @@ func runEnqueue(args []string, stdout, stderr io.Writer) error {
 		rows = append(rows, row{"payload_mismatch", fmt.Sprint(ack.PayloadMismatch)},
 			row{"original_enqueued_at", fmtTime(ack.OriginalEnqueuedAt)})
 	}
-	if req.IdempotencyKey != "" {
+	if !ack.DedupExpiresAt.IsZero() { // keyed, or keyed by content
 		rows = append(rows, row{"dedup_expires_at", fmtTime(ack.DedupExpiresAt)})
 	}
 	return cf.output(stdout, ack, rows)

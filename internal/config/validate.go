@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 const postgresExample = "postgres://user@127.0.0.1:5432/sepp"
@@ -59,14 +61,8 @@ func (c *Config) validate(file string, org origins) error {
 		switch {
 		case q.Name == "" && !v.has(name):
 			v.fail(name, `missing: every [[queues]] entry needs a name, like name = "emails"`)
-		case q.Name == "":
-			v.bad(name, "must not be empty")
-		case strings.TrimSpace(q.Name) != q.Name:
-			v.bad(name, fmt.Sprintf("%q has leading or trailing spaces", q.Name))
-		case strings.ContainsFunc(q.Name, unicode.IsControl):
-			v.bad(name, fmt.Sprintf("%q contains a control character", q.Name))
-		case len(q.Name) > MaxQueueNameBytes:
-			v.bad(name, fmt.Sprintf("is %d bytes; the limit is %d", len(q.Name), MaxQueueNameBytes))
+		case CheckQueueName(q.Name) != nil:
+			v.bad(name, CheckQueueName(q.Name).Error())
 		default:
 			if j, dup := firstIndex[q.Name]; dup {
 				first := fmt.Sprintf("queues[%d]", j)
@@ -235,4 +231,23 @@ func checkPostgresURL(s string) string {
 		return fmt.Sprintf("must start with postgres:// or postgresql://, got %q", shorten(u.Scheme)+"://")
 	}
 	return ""
+}
+
+// CheckQueueName applies the rules every queue name follows, in the config
+// and on the wire: 1 to MaxQueueNameBytes bytes of UTF-8, no leading or
+// trailing spaces, no control characters.
+func CheckQueueName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("must not be empty")
+	case len(name) > MaxQueueNameBytes:
+		return fmt.Errorf("is %d bytes; the limit is %d", len(name), MaxQueueNameBytes)
+	case !utf8.ValidString(name):
+		return errors.New("is not valid UTF-8")
+	case strings.TrimSpace(name) != name:
+		return fmt.Errorf("%q has leading or trailing spaces", name)
+	case strings.ContainsFunc(name, unicode.IsControl):
+		return fmt.Errorf("%q contains a control character", name)
+	}
+	return nil
 }

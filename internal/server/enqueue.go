@@ -129,14 +129,8 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, *apiError) {
 	var job store.EnqueueJob
 	queue := req.GetQueue()
-	if aerr := checkName("queue", queue, config.MaxQueueNameBytes); aerr != nil {
+	if aerr := s.checkQueue(queue); aerr != nil {
 		return job, aerr
-	}
-	if s.cfg.Server.Strict && !s.cfg.Declared(queue) {
-		e := newError(connect.CodeNotFound, ReasonUnknownQueue,
-			"queue %q is not declared and the server runs with strict = true: add a [[queues]] entry named %q to the config, or fix the queue name", queue, queue)
-		e.metadata = map[string]string{"queue": queue}
-		return job, e
 	}
 	qc := s.cfg.Queue(queue)
 	jobType := req.GetJobType()
@@ -200,7 +194,10 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 // checkKey applies the one rule the server enforces on a key: its length in
 // bytes. Every character is allowed.
 func (s *Server) checkKey(k string) *apiError {
-	max := s.cfg.Storage.MaxIdempotencyKeyBytes
+	return s.checkKeyLen(k, s.cfg.Storage.MaxIdempotencyKeyBytes)
+}
+
+func (s *Server) checkKeyLen(k string, max int) *apiError {
 	switch {
 	case k == "":
 		return newError(connect.CodeInvalidArgument, ReasonIdempotencyKeyEmpty,
@@ -238,12 +235,30 @@ func checkHeaders(h map[string]string) *apiError {
 	return nil
 }
 
+// checkQueue checks a queue name, and in strict mode that it is declared.
+func (s *Server) checkQueue(queue string) *apiError {
+	if err := config.CheckQueueName(queue); err != nil {
+		return invalidField("queue", "%v", err)
+	}
+	if s.cfg.Server.Strict && !s.cfg.Declared(queue) {
+		e := newError(connect.CodeNotFound, ReasonUnknownQueue,
+			"queue %q is not declared and the server runs with strict = true: add a [[queues]] entry named %q to the config, or fix the queue name", queue, queue)
+		e.metadata = map[string]string{"queue": queue}
+		return e
+	}
+	return nil
+}
+
+// contentKeyBytes is the length of the keys dedup_by_content derives (hex
+// SHA-256); lookups accept them even when max_idempotency_key_bytes is lower.
+const contentKeyBytes = 64
+
 // lookupKey validates the (queue, key) pair of a lookup or release.
 func (s *Server) lookupKey(queue, key string) *apiError {
-	if aerr := checkName("queue", queue, config.MaxQueueNameBytes); aerr != nil {
+	if aerr := s.checkQueue(queue); aerr != nil {
 		return aerr
 	}
-	return s.checkKey(key)
+	return s.checkKeyLen(key, max(s.cfg.Storage.MaxIdempotencyKeyBytes, contentKeyBytes))
 }
 
 func formatJobID(id store.JobID) string {

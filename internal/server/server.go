@@ -116,7 +116,8 @@ func New(opts Options) (*Server, error) {
 
 	interceptors := connect.WithHandlerOptions(
 		connect.WithInterceptors(connect.UnaryInterceptorFunc(s.connectInterceptor)),
-		connect.WithReadMaxBytes(maxMessageBytes))
+		connect.WithReadMaxBytes(maxMessageBytes),
+		connect.WithCodec(strictJSON{}))
 	mux := http.NewServeMux()
 	mux.Handle(seppv1connect.NewJobServiceHandler(jobs, interceptors))
 	mux.Handle(seppv1connect.NewWorkerServiceHandler(seppv1connect.UnimplementedWorkerServiceHandler{}))

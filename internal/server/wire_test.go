@@ -55,7 +55,7 @@ func TestConnectJSONSeedScenario(t *testing.T) {
 	url := srv.URL + "/sepp.v1.JobService/Enqueue"
 	body := `{"queue":"emails","jobType":"receipt","idempotencyKey":"receipt-order-8a3f"}`
 	code, first := postJSON(t, url, body)
-	if code != 200 || first["jobId"] == nil || first["deduplicated"] == true {
+	if code != 200 || first["jobId"] == nil || first["deduplicated"] != false {
 		t.Fatalf("first: %d %v", code, first)
 	}
 	code, second := postJSON(t, url, body)
@@ -101,13 +101,20 @@ func TestConnectJSONErrors(t *testing.T) {
 		{`{"queue":"q","jobType":"t","idempotencyKey":""}`, "invalid_argument", "IDEMPOTENCY_KEY_EMPTY", 400},
 		{`{"queue":"q","jobType":"t","idempotencyKey":"` + strings.Repeat("k", 257) + `"}`, "invalid_argument", "IDEMPOTENCY_KEY_TOO_LONG", 400},
 		{`{"queue":"q"}`, "invalid_argument", "INVALID_FIELD", 400},
+		{`{"queue":"bad\u0000name","jobType":"t"}`, "invalid_argument", "INVALID_FIELD", 400},
 	} {
 		status, body := postJSON(t, url, tc.body)
 		if status != tc.status || body["code"] != tc.code || reasonOf(t, body) != tc.reason {
 			t.Fatalf("%s: %d %v; want %d %s %s", tc.body[:min(len(tc.body), 60)], status, body, tc.status, tc.code, tc.reason)
 		}
 	}
-	status, body := postJSON(t, srv.URL+"/sepp.v1.JobService/GetJob", `{"jobId":"0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d"}`)
+	// A misspelled field must fail, not turn a keyed enqueue into an
+	// unkeyed one.
+	status, body := postJSON(t, url, `{"queue":"q","jobType":"t","idempotencykey":"k"}`)
+	if status != 400 || body["code"] != "invalid_argument" || !strings.Contains(body["message"].(string), `unknown field "idempotencykey"`) {
+		t.Fatalf("misspelled field: %d %v", status, body)
+	}
+	status, body = postJSON(t, srv.URL+"/sepp.v1.JobService/GetJob", `{"jobId":"0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d"}`)
 	if status != 404 || reasonOf(t, body) != "JOB_NOT_FOUND" {
 		t.Fatalf("unknown job: %d %v", status, body)
 	}
