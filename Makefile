@@ -12,7 +12,7 @@ lint:
 	go vet ./...
 	go tool -modfile=tools/go.mod buf lint proto
 
-## test: the whole suite (set SEPP_TEST_POSTGRES_URL to include PostgreSQL)
+## test: the whole suite (the README's test command)
 test:
 	go test ./...
 
