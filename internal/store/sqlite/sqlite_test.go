@@ -2,7 +2,10 @@ package sqlite_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -52,3 +55,32 @@ func TestReopenKeepsData(t *testing.T) {
 		t.Fatalf("job lost across reopen: %v", err)
 	}
 }
+
+// benchmarkEnqueue measures the store alone: batches of size jobs with
+// random keys (the dedup index's worst case), each call durable on return.
+// Results are recorded in docs/benchmarks.md.
+func benchmarkEnqueue(b *testing.B, size int) {
+	s, err := sqlite.Open(context.Background(), sqlite.Options{Path: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	payload := make([]byte, 256)
+	b.ResetTimer()
+	for i := range b.N {
+		jobs := make([]store.EnqueueJob, size)
+		for k := range jobs {
+			key := fmt.Sprintf("bench-%d-%d", rand.Uint64(), i)
+			jobs[k] = store.EnqueueJob{Queue: "bench", JobType: "bench", Payload: payload, IdempotencyKey: &key,
+				DedupWindow: time.Hour, MaxAttempts: 25}
+		}
+		if _, err := s.EnqueueBatch(context.Background(), &store.EnqueueBatchParams{Jobs: jobs, Now: time.Now()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+func BenchmarkEnqueue1(b *testing.B)   { benchmarkEnqueue(b, 1) }
+func BenchmarkEnqueue32(b *testing.B)  { benchmarkEnqueue(b, 32) }
+func BenchmarkEnqueue256(b *testing.B) { benchmarkEnqueue(b, 256) }
