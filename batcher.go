@@ -12,11 +12,11 @@ import (
 // batcher coalesces concurrent Enqueue calls into EnqueueBatch RPCs by
 // natural batching: at most Config.MaxInFlight RPCs are in flight; calls that
 // arrive while all of them are busy wait in pending and go together when one
-// returns. An idle batcher sends at once, so a lone caller pays no added
-// delay.
+// returns. A call that finds a free slot and nothing pending sends at once,
+// from its own goroutine, so a lone caller pays no added delay.
 //
-// Each sending goroutine is started by a call that finds a free slot and ends
-// as soon as pending is empty.
+// A sending goroutine is started when calls are pending and a slot frees up;
+// it ends as soon as pending is empty.
 type batcher struct {
 	c        *Client
 	mu       sync.Mutex
@@ -37,8 +37,24 @@ type call struct {
 func newBatcher(c *Client) *batcher { return &batcher{c: c, maxBatch: c.cfg.MaxBatchSize} }
 
 func (b *batcher) enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*Ack, error) {
-	cl := &call{ctx: ctx, req: req, done: make(chan struct{})}
 	b.mu.Lock()
+	if b.senders < b.c.cfg.MaxInFlight && len(b.pending) == 0 {
+		// Idle: send this call alone, from the caller's goroutine, and
+		// hand the slot to a sender goroutine only if calls queued up
+		// meanwhile.
+		b.senders++
+		b.mu.Unlock()
+		ack, err := b.c.enqueueDirect(ctx, req)
+		b.mu.Lock()
+		if len(b.pending) > 0 {
+			go b.send()
+		} else {
+			b.senders--
+		}
+		b.mu.Unlock()
+		return ack, err
+	}
+	cl := &call{ctx: ctx, req: req, done: make(chan struct{})}
 	b.pending = append(b.pending, cl)
 	start := b.senders < b.c.cfg.MaxInFlight
 	if start {
