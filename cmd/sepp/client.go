@@ -33,16 +33,18 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "give up after this long")
 }
 
-func (f *clientFlags) connect() (*sepp.Client, context.Context, context.CancelFunc, error) {
+// call connects, runs fn within --timeout, and closes the connection.
+func (f *clientFlags) call(fn func(ctx context.Context, c *sepp.Client) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
 	// The server checks key lengths against its own limit, which may be
 	// above the client's default.
 	c, err := sepp.NewClient(ctx, f.addr, sepp.Config{DisableBatching: true, MaxIdempotencyKeyBytes: -1})
 	if err != nil {
-		cancel()
-		return nil, nil, nil, fmt.Errorf("%w\n(is the server running? start it with: sepp serve)", err)
+		return fmt.Errorf("%w\n(is the server running? start it with: sepp serve)", err)
 	}
-	return c, ctx, cancel, nil
+	defer c.Close()
+	return fn(ctx, c)
 }
 
 // row is one line of a two-column table.
@@ -117,13 +119,11 @@ func runEnqueue(args []string, stdout, stderr io.Writer) error {
 	req.MaxAttempts = int32(*maxAttempts)
 	req.Headers = headers.m
 
-	c, ctx, cancel, err := cf.connect()
-	if err != nil {
+	var ack *sepp.Ack
+	err = cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
+		ack, err = c.Enqueue(ctx, req)
 		return err
-	}
-	defer cancel()
-	defer c.Close()
-	ack, err := c.Enqueue(ctx, req)
+	})
 	if err != nil {
 		return err
 	}
@@ -190,13 +190,11 @@ func jobCommand(name string, args []string, stdout, stderr io.Writer,
 		fmt.Fprintf(stderr, "usage: %s JOB_ID\n", name)
 		return exitCode(2)
 	}
-	c, ctx, cancel, err := cf.connect()
-	if err != nil {
+	var j *sepp.Job
+	err = cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
+		j, err = call(c, ctx, pos[0])
 		return err
-	}
-	defer cancel()
-	defer c.Close()
-	j, err := call(c, ctx, pos[0])
+	})
 	if err != nil {
 		return err
 	}
@@ -225,13 +223,11 @@ func runKeyLookup(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.connect()
-	if err != nil {
+	var l *sepp.KeyLookup
+	err = cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
+		l, err = c.LookupIdempotencyKey(ctx, queue, key)
 		return err
-	}
-	defer cancel()
-	defer c.Close()
-	l, err := c.LookupIdempotencyKey(ctx, queue, key)
+	})
 	if err != nil {
 		return err
 	}
@@ -252,13 +248,12 @@ func runKeyRelease(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.connect()
-	if err != nil {
+	var released bool
+	var jobID string
+	err = cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
+		released, jobID, err = c.ReleaseIdempotencyKey(ctx, queue, key)
 		return err
-	}
-	defer cancel()
-	defer c.Close()
-	released, jobID, err := c.ReleaseIdempotencyKey(ctx, queue, key)
+	})
 	if err != nil {
 		return err
 	}
