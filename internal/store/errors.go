@@ -27,3 +27,7 @@ type JobError struct {
 func (e *JobError) Error() string { return fmt.Sprintf("job %d: %v", e.Index, e.Err) }
 
 func (e *JobError) Unwrap() error { return e.Err }
+
+// ErrLeaseLost: the lease token does not hold the job's lease (the lease
+// expired, or the job was redelivered, finished or cancelled).
+var ErrLeaseLost = errors.New("lease lost")

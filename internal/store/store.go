@@ -41,8 +41,12 @@ type Store interface {
 	ReleaseDedup(ctx context.Context, params *ReleaseDedupParams) (*DedupRecord, error)
 
 	// Sweep deletes expired dedup records and jobs past their retention, at most
-	// params.Limit rows of each kind per call, oldest first.
+	// params.Limit rows of each kind per call, oldest first, and releases
+	// expired leases.
 	Sweep(ctx context.Context, params *SweepParams) (*SweepResult, error)
+
+	// Worker is the delivery side: reserve, complete, fail, extend.
+	Worker
 
 	// Close releases the store's resources. Calls after Close fail with ErrClosed.
 	Close() error
@@ -230,8 +234,81 @@ type SweepParams struct {
 	DeadRetention      time.Duration
 }
 
-// SweepResult counts what one Sweep call deleted.
+// SweepResult counts what one Sweep call deleted or released.
 type SweepResult struct {
 	DedupRecords int
 	Jobs         int
+	// LeasesExpired counts reserved jobs whose lease had ended: made
+	// deliverable again, or dead when it was their last attempt.
+	LeasesExpired int
+}
+
+// LeaseToken names one lease of one job. A Complete, Fail or ExtendLease must
+// carry the token of the job's current lease; any other token is stale.
+type LeaseToken [16]byte
+
+// Worker-side operations (SPEC §4). They are part of Store; see Worker.
+type Worker interface {
+	// Reserve leases up to Max ready jobs from Queues, in priority, then
+	// run-at, then enqueue order, skipping paused queues. Expired leases are
+	// released first (see ExpireLeases).
+	Reserve(ctx context.Context, params *ReserveParams) ([]ReservedJob, error)
+	// Complete finishes a reserved job. A stale token gets ErrLeaseLost and
+	// changes nothing.
+	Complete(ctx context.Context, params *CompleteParams) error
+	// Fail records a failed attempt: the job is rescheduled at RetryAt, or
+	// dead-lettered when it was permanent or its attempts ran out.
+	Fail(ctx context.Context, params *FailParams) (*FailResult, error)
+	// ExtendLease moves the lease's expiry to Now + Lease.
+	ExtendLease(ctx context.Context, params *ExtendLeaseParams) (time.Time, error)
+}
+
+// ReserveParams are the parameters of Store.Reserve.
+type ReserveParams struct {
+	Queues   []string
+	WorkerID string
+	Max      int
+	Lease    time.Duration
+	Now      time.Time
+}
+
+// ReservedJob is a job leased to a worker.
+type ReservedJob struct {
+	Job            *Job
+	LeaseToken     LeaseToken
+	LeaseExpiresAt time.Time
+}
+
+// CompleteParams are the parameters of Store.Complete.
+type CompleteParams struct {
+	ID         JobID
+	LeaseToken LeaseToken
+	Result     []byte
+	Now        time.Time
+}
+
+// FailParams are the parameters of Store.Fail.
+type FailParams struct {
+	ID         JobID
+	LeaseToken LeaseToken
+	Error      string
+	// Permanent dead-letters the job whatever its attempts.
+	Permanent bool
+	// RetryAt is when the job runs again if it has attempts left.
+	RetryAt time.Time
+	Now     time.Time
+}
+
+// FailResult says what became of a failed job.
+type FailResult struct {
+	State     JobState  // JobStateScheduled or JobStateDead
+	NextRunAt time.Time // when State is JobStateScheduled
+}
+
+// ExtendLeaseParams are the parameters of Store.ExtendLease.
+type ExtendLeaseParams struct {
+	ID         JobID
+	LeaseToken LeaseToken
+	Lease      time.Duration
+	Now        time.Time
 }

@@ -169,6 +169,12 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 		n, _ := r.RowsAffected()
 		res.DedupRecords = int(n)
 
+		expired, err := expireLeases(ctx, tx, now)
+		if err != nil {
+			return err
+		}
+		res.LeasesExpired = int(expired)
+
 		budget := int64(p.Limit)
 		for _, c := range []struct {
 			state     store.JobState

@@ -52,6 +52,15 @@ func Run(t *testing.T, open Opener) {
 		{"SweepBoundedBatches", testSweepBoundedBatches},
 		{"ConcurrentSameKey", testConcurrentSameKey},
 		{"ConcurrentAtomicFailuresLeaveNoTrace", testConcurrentAtomicFailuresLeaveNoTrace},
+		{"ReserveOrder", testReserveOrder},
+		{"ReserveSkipsFutureAndReserved", testReserveSkipsFutureAndReserved},
+		{"LeaseFencing", testLeaseFencing},
+		{"LeaseExpiryRedelivers", testLeaseExpiryRedelivers},
+		{"LeaseExpiryOnLastAttemptIsDead", testLeaseExpiryOnLastAttemptIsDead},
+		{"FailRetriesThenDead", testFailRetriesThenDead},
+		{"FailPermanent", testFailPermanent},
+		{"ExtendLease", testExtendLease},
+		{"ConcurrentReserveDeliversOnce", testConcurrentReserveDeliversOnce},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,201 @@
+package sqlite
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// leaseExpiredError is the last_error of a job dead-lettered because its
+// last attempt's lease ran out.
+const leaseExpiredError = "lease expired"
+
+// expireLeases releases every lease that ended at or before now: the job is
+// deliverable again, or dead when that lease was its last attempt.
+func expireLeases(ctx context.Context, tx *sql.Tx, now int64) (int64, error) {
+	r, err := tx.ExecContext(ctx, `UPDATE jobs SET
+  state = CASE WHEN attempts >= max_attempts THEN ? ELSE ? END,
+  finalized_at = CASE WHEN attempts >= max_attempts THEN ? ELSE NULL END,
+  last_error = CASE WHEN attempts >= max_attempts THEN ? ELSE last_error END,
+  run_at = ?, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+ WHERE state = ? AND lease_expires_at <= ?`,
+		int(store.JobStateDead), int(store.JobStateAvailable), now, leaseExpiredError, now,
+		int(store.JobStateReserved), now)
+	if err != nil {
+		return 0, err
+	}
+	return r.RowsAffected()
+}
+
+// Reserve implements store.Worker.
+func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.ReservedJob, error) {
+	now := p.Now.UnixMicro()
+	expires := p.Now.Add(p.Lease).UnixMicro()
+	var out []store.ReservedJob
+	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		out = out[:0]
+		if _, err := expireLeases(ctx, tx, now); err != nil {
+			return err
+		}
+		ids, err := readyJobs(ctx, tx, p.Queues, p.Max, now)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			var token store.LeaseToken
+			rand.Read(token[:])
+			j, err := scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET state = ?, attempts = attempts + 1,
+ lease_token = ?, lease_expires_at = ?, worker_id = ? WHERE id = ? RETURNING `+jobColumns,
+				int(store.JobStateReserved), token[:], expires, p.WorkerID, id[:]))
+			if err != nil {
+				return err
+			}
+			out = append(out, store.ReservedJob{Job: j, LeaseToken: token, LeaseExpiresAt: time.UnixMicro(expires).UTC()})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readyJobs returns the ids of up to max deliverable jobs of the unpaused
+// queues among queues, best first: each queue's best via the jobs_ready
+// index, then merged.
+func readyJobs(ctx context.Context, tx *sql.Tx, queues []string, max int, now int64) ([]store.JobID, error) {
+	type cand struct {
+		id       store.JobID
+		priority int32
+		runAt    int64
+	}
+	var all []cand
+	for _, q := range queues {
+		rows, err := tx.QueryContext(ctx, `SELECT id, priority, run_at FROM jobs
+ WHERE queue = ? AND state IN (?, ?) AND run_at <= ?
+   AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ? AND paused = 1)
+ ORDER BY priority DESC, run_at, id LIMIT ?`,
+			q, int(store.JobStateScheduled), int(store.JobStateAvailable), now, q, max)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var c cand
+			var id []byte
+			if err := rows.Scan(&id, &c.priority, &c.runAt); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			copy(c.id[:], id)
+			all = append(all, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if len(queues) > 1 {
+		slices.SortFunc(all, func(a, b cand) int {
+			if a.priority != b.priority {
+				return cmp.Compare(b.priority, a.priority)
+			}
+			if a.runAt != b.runAt {
+				return cmp.Compare(a.runAt, b.runAt)
+			}
+			return bytes.Compare(a.id[:], b.id[:])
+		})
+	}
+	ids := make([]store.JobID, 0, min(len(all), max))
+	for _, c := range all[:min(len(all), max)] {
+		ids = append(ids, c.id)
+	}
+	return ids, nil
+}
+
+// holdsLease checks, inside tx, that token holds the lease of job id at now.
+func holdsLease(ctx context.Context, tx *sql.Tx, id store.JobID, token store.LeaseToken, now int64) error {
+	var stored []byte
+	var expires sql.NullInt64
+	var state int
+	err := tx.QueryRowContext(ctx, `SELECT state, lease_token, lease_expires_at FROM jobs WHERE id = ?`, id[:]).
+		Scan(&state, &stored, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return logicalError{store.ErrLeaseLost}
+	}
+	if err != nil {
+		return err
+	}
+	if store.JobState(state) != store.JobStateReserved || string(stored) != string(token[:]) ||
+		!expires.Valid || expires.Int64 <= now {
+		return logicalError{store.ErrLeaseLost}
+	}
+	return nil
+}
+
+// Complete implements store.Worker.
+func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) error {
+	now := p.Now.UnixMicro()
+	return s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := holdsLease(ctx, tx, p.ID, p.LeaseToken, now); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, finalized_at = ?, result = ?, lease_token = NULL,
+ lease_expires_at = NULL WHERE id = ?`, int(store.JobStateCompleted), now, p.Result, p.ID[:])
+		return err
+	})
+}
+
+// Fail implements store.Worker.
+func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResult, error) {
+	now := p.Now.UnixMicro()
+	res := &store.FailResult{}
+	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := holdsLease(ctx, tx, p.ID, p.LeaseToken, now); err != nil {
+			return err
+		}
+		var attempts, maxAttempts int32
+		if err := tx.QueryRowContext(ctx, `SELECT attempts, max_attempts FROM jobs WHERE id = ?`, p.ID[:]).
+			Scan(&attempts, &maxAttempts); err != nil {
+			return err
+		}
+		if p.Permanent || attempts >= maxAttempts {
+			*res = store.FailResult{State: store.JobStateDead}
+			_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, finalized_at = ?, last_error = ?, lease_token = NULL,
+ lease_expires_at = NULL WHERE id = ?`, int(store.JobStateDead), now, p.Error, p.ID[:])
+			return err
+		}
+		runAt := max(p.RetryAt.UnixMicro(), now)
+		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: time.UnixMicro(runAt).UTC()}
+		_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, run_at = ?, last_error = ?, lease_token = NULL,
+ lease_expires_at = NULL, worker_id = NULL WHERE id = ?`, int(store.JobStateScheduled), runAt, p.Error, p.ID[:])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ExtendLease implements store.Worker.
+func (s *Store) ExtendLease(ctx context.Context, p *store.ExtendLeaseParams) (time.Time, error) {
+	now := p.Now.UnixMicro()
+	expires := p.Now.Add(p.Lease).UnixMicro()
+	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := holdsLease(ctx, tx, p.ID, p.LeaseToken, now); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE jobs SET lease_expires_at = ? WHERE id = ?`, expires, p.ID[:])
+		return err
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMicro(expires).UTC(), nil
+}
