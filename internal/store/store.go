@@ -47,6 +47,8 @@ type Store interface {
 
 	// Worker is the delivery side: reserve, complete, fail, extend.
 	Worker
+	// Admin is the operator's side: queues, listings, the dead letter.
+	Admin
 
 	// Close releases the store's resources. Calls after Close fail with ErrClosed.
 	Close() error
@@ -294,8 +296,9 @@ type FailParams struct {
 	Error      string
 	// Permanent dead-letters the job whatever its attempts.
 	Permanent bool
-	// RetryAt is when the job runs again if it has attempts left.
-	RetryAt time.Time
+	// RetryAt says when the job runs again, given the attempts it has had,
+	// if it has attempts left (the backoff lives with the caller).
+	RetryAt func(attempts int32) time.Time
 	Now     time.Time
 }
 
@@ -311,4 +314,58 @@ type ExtendLeaseParams struct {
 	LeaseToken LeaseToken
 	Lease      time.Duration
 	Now        time.Time
+}
+
+// Admin is the operator's side of the store.
+type Admin interface {
+	// ListQueues counts the jobs of every queue that has jobs, dedup
+	// records or a paused flag, by state, with its live dedup records.
+	ListQueues(ctx context.Context, params *ListQueuesParams) ([]QueueStats, error)
+	// ListJobs lists jobs by id, oldest first, after params.After.
+	ListJobs(ctx context.Context, params *ListJobsParams) ([]*Job, error)
+	// RequeueDead makes the selected dead jobs available again with their
+	// attempts reset, and returns how many it requeued.
+	RequeueDead(ctx context.Context, params *DeadJobsParams) (int, error)
+	// PurgeDead deletes the selected dead jobs (their dedup records stay).
+	PurgeDead(ctx context.Context, params *DeadJobsParams) (int, error)
+	// SetQueuePaused pauses or resumes delivery from a queue.
+	SetQueuePaused(ctx context.Context, params *SetQueuePausedParams) error
+}
+
+// ListQueuesParams are the parameters of Store.ListQueues.
+type ListQueuesParams struct {
+	Now time.Time
+}
+
+// QueueStats describes one queue.
+type QueueStats struct {
+	Name string
+	// Jobs by state; a scheduled job whose run-at has passed counts as
+	// available.
+	Counts       map[JobState]int64
+	DedupRecords int64
+	Paused       bool
+}
+
+// ListJobsParams are the parameters of Store.ListJobs.
+type ListJobsParams struct {
+	Queue string   // empty: every queue
+	State JobState // zero: every state
+	After JobID    // the cursor: list jobs with greater ids
+	Limit int
+	Now   time.Time
+}
+
+// DeadJobsParams select dead jobs: those of Queue (every queue when empty)
+// or, when IDs is set, those jobs only.
+type DeadJobsParams struct {
+	Queue string
+	IDs   []JobID
+	Now   time.Time
+}
+
+// SetQueuePausedParams are the parameters of Store.SetQueuePaused.
+type SetQueuePausedParams struct {
+	Queue  string
+	Paused bool
 }

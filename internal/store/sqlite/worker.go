@@ -171,7 +171,7 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
  lease_expires_at = NULL WHERE id = ?`, int(store.JobStateDead), now, p.Error, p.ID[:])
 			return err
 		}
-		runAt := max(p.RetryAt.UnixMicro(), now)
+		runAt := max(p.RetryAt(attempts).UnixMicro(), now)
 		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: time.UnixMicro(runAt).UTC()}
 		_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, run_at = ?, last_error = ?, lease_token = NULL,
  lease_expires_at = NULL, worker_id = NULL WHERE id = ?`, int(store.JobStateScheduled), runAt, p.Error, p.ID[:])

@@ -61,6 +61,10 @@ func Run(t *testing.T, open Opener) {
 		{"FailPermanent", testFailPermanent},
 		{"ExtendLease", testExtendLease},
 		{"ConcurrentReserveDeliversOnce", testConcurrentReserveDeliversOnce},
+		{"PausedQueue", testPausedQueue},
+		{"ListQueuesCounts", testListQueuesCounts},
+		{"ListJobsPages", testListJobsPages},
+		{"DeadLetterRequeueAndPurge", testDeadLetterRequeueAndPurge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
