@@ -94,6 +94,8 @@ type Client struct {
 	cfg     Config
 	conn    *grpc.ClientConn
 	jobs    seppv1.JobServiceClient
+	workers seppv1.WorkerServiceClient
+	admin   seppv1.AdminServiceClient
 	batcher *batcher // nil when batching is off
 }
 
@@ -129,7 +131,8 @@ func NewClient(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		}
 		return nil, fmt.Errorf("sepp: connect to %s: %w", addr, err)
 	}
-	c := &Client{cfg: cfg.withDefaults(), conn: conn, jobs: seppv1.NewJobServiceClient(conn)}
+	c := &Client{cfg: cfg.withDefaults(), conn: conn, jobs: seppv1.NewJobServiceClient(conn),
+		workers: seppv1.NewWorkerServiceClient(conn), admin: seppv1.NewAdminServiceClient(conn)}
 	if !c.cfg.DisableBatching {
 		c.batcher = newBatcher(c)
 	}

@@ -43,6 +43,15 @@ func stateFromProto(s seppv1.JobState) JobState {
 	return JobStateUnknown
 }
 
+func stateToProto(s JobState) seppv1.JobState {
+	for p := seppv1.JobState_JOB_STATE_SCHEDULED; p <= seppv1.JobState_JOB_STATE_DELETED; p++ {
+		if stateFromProto(p) == s {
+			return p
+		}
+	}
+	return seppv1.JobState_JOB_STATE_UNSPECIFIED
+}
+
 // Job is a job as the server stores it.
 type Job struct {
 	ID             string            `json:"jobId"`

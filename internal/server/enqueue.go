@@ -121,6 +121,7 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 			slog.String("job_id", formatJobID(r.JobID)), slog.Bool("payload_mismatch", r.PayloadMismatch))
 	default:
 		s.metrics.enqueues.WithLabelValues(job.Queue, "created").Inc()
+		s.notify.notify(job.Queue)
 	}
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -19,7 +20,7 @@ func (j *jobService) GetJob(ctx context.Context, req *seppv1.GetJobRequest) (*se
 	if err != nil {
 		return nil, err
 	}
-	return &seppv1.GetJobResponse{Job: jobToProto(job)}, nil
+	return &seppv1.GetJobResponse{Job: jobToProto(job, j.s.now())}, nil
 }
 
 func (j *jobService) CancelJob(ctx context.Context, req *seppv1.CancelJobRequest) (*seppv1.CancelJobResponse, error) {
@@ -31,7 +32,7 @@ func (j *jobService) CancelJob(ctx context.Context, req *seppv1.CancelJobRequest
 	if err != nil {
 		return nil, err
 	}
-	return &seppv1.CancelJobResponse{Job: jobToProto(job)}, nil
+	return &seppv1.CancelJobResponse{Job: jobToProto(job, j.s.now())}, nil
 }
 
 func (j *jobService) LookupIdempotencyKey(ctx context.Context, req *seppv1.LookupIdempotencyKeyRequest) (*seppv1.LookupIdempotencyKeyResponse, error) {
@@ -71,7 +72,13 @@ func (j *jobService) ReleaseIdempotencyKey(ctx context.Context, req *seppv1.Rele
 	return &seppv1.ReleaseIdempotencyKeyResponse{Released: true, JobId: formatJobID(rec.JobID)}, nil
 }
 
-func jobToProto(j *store.Job) *seppv1.Job {
+// jobToProto converts a stored job; a scheduled job whose run-at has passed
+// at now is reported as available.
+func jobToProto(j *store.Job, now time.Time) *seppv1.Job {
+	state := j.State
+	if state == store.JobStateScheduled && !j.RunAt.After(now) {
+		state = store.JobStateAvailable
+	}
 	p := &seppv1.Job{
 		JobId:          formatJobID(j.ID),
 		Queue:          j.Queue,
@@ -83,7 +90,7 @@ func jobToProto(j *store.Job) *seppv1.Job {
 		MaxAttempts:    j.MaxAttempts,
 		Attempts:       j.Attempts,
 		Headers:        j.Headers,
-		State:          seppv1.JobState(j.State),
+		State:          seppv1.JobState(state),
 		CreatedAt:      timestamppb.New(j.CreatedAt),
 		Result:         j.Result,
 		LastError:      j.LastError,

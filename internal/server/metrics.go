@@ -13,6 +13,9 @@ type Metrics struct {
 	registry     *prometheus.Registry
 	enqueues     *prometheus.CounterVec
 	dedupHits    *prometheus.CounterVec
+	reserved     prometheus.Counter
+	completions  *prometheus.CounterVec
+	leaseExpired prometheus.Counter
 	commitTime   prometheus.Histogram
 	commitJobs   prometheus.Histogram
 	sweepDeleted *prometheus.CounterVec
@@ -31,6 +34,18 @@ func NewMetrics() *Metrics {
 			Name: "sepp_dedup_hits_total",
 			Help: "Enqueues answered with an existing job because their idempotency key was recorded.",
 		}, []string{"queue"}),
+		reserved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sepp_jobs_reserved_total",
+			Help: "Deliveries: jobs handed to workers by Reserve.",
+		}),
+		completions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sepp_job_outcomes_total",
+			Help: "Ends of deliveries reported by workers: completed, retried (failed with attempts left) or dead.",
+		}, []string{"outcome"}),
+		leaseExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sepp_lease_expiries_total",
+			Help: "Leases that ended without Complete, Fail or ExtendLease, found by the sweeper.",
+		}),
 		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sepp_store_commit_seconds",
 			Help:    "Duration of one group commit of the store, fsync included.",
@@ -46,7 +61,7 @@ func NewMetrics() *Metrics {
 			Help: "Rows deleted by the sweeper: expired dedup records and jobs past retention.",
 		}, []string{"kind"}),
 	}
-	m.registry.MustRegister(m.enqueues, m.dedupHits, m.commitTime, m.commitJobs, m.sweepDeleted,
+	m.registry.MustRegister(m.enqueues, m.dedupHits, m.reserved, m.completions, m.leaseExpired, m.commitTime, m.commitJobs, m.sweepDeleted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

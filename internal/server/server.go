@@ -58,6 +58,8 @@ type Server struct {
 	metrics *Metrics
 	clock   func() time.Time
 
+	notify notifier // wakes waiting Reserve calls
+
 	grpc   *grpc.Server
 	http   *http.Server
 	health *health.Server
@@ -101,12 +103,14 @@ func New(opts Options) (*Server, error) {
 		stop:    make(chan struct{}),
 	}
 	jobs := &jobService{s: s}
+	workers := &workerService{s: s}
+	admin := &adminService{s: s}
 
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.grpcInterceptor), grpc.MaxRecvMsgSize(maxMessageBytes))
 	seppv1.RegisterJobServiceServer(s.grpc, jobs)
-	seppv1.RegisterWorkerServiceServer(s.grpc, seppv1.UnimplementedWorkerServiceServer{})
+	seppv1.RegisterWorkerServiceServer(s.grpc, workers)
 	seppv1.RegisterEffectServiceServer(s.grpc, seppv1.UnimplementedEffectServiceServer{})
-	seppv1.RegisterAdminServiceServer(s.grpc, seppv1.UnimplementedAdminServiceServer{})
+	seppv1.RegisterAdminServiceServer(s.grpc, admin)
 	s.health = health.NewServer()
 	for _, name := range append([]string{""}, serviceNames...) {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
@@ -120,13 +124,27 @@ func New(opts Options) (*Server, error) {
 		connect.WithCodec(strictJSON{}))
 	mux := http.NewServeMux()
 	mux.Handle(seppv1connect.NewJobServiceHandler(jobs, interceptors))
-	mux.Handle(seppv1connect.NewWorkerServiceHandler(seppv1connect.UnimplementedWorkerServiceHandler{}))
+	mux.Handle(seppv1connect.NewWorkerServiceHandler(workers, interceptors))
 	mux.Handle(seppv1connect.NewEffectServiceHandler(seppv1connect.UnimplementedEffectServiceHandler{}))
-	mux.Handle(seppv1connect.NewAdminServiceHandler(seppv1connect.UnimplementedAdminServiceHandler{}))
+	mux.Handle(seppv1connect.NewAdminServiceHandler(admin, interceptors))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(serviceNames...)))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	return s, nil
+}
+
+// notifyAll wakes every waiting Reserve (after a change that can make jobs
+// deliverable on any queue, such as a requeue of all dead jobs).
+func (s *Server) notifyAll() {
+	s.notify.mu.Lock()
+	queues := make([]string, 0, len(s.notify.waiters))
+	for q := range s.notify.waiters {
+		queues = append(queues, q)
+	}
+	s.notify.mu.Unlock()
+	for _, q := range queues {
+		s.notify.notify(q)
+	}
 }
 
 // now is the server's clock at the store's resolution (microseconds), so the

@@ -54,6 +54,8 @@ func (s *Server) Sweep(ctx context.Context) (store.SweepResult, error) {
 		total.Jobs += res.Jobs
 		s.metrics.sweepDeleted.WithLabelValues("dedup_record").Add(float64(res.DedupRecords))
 		s.metrics.sweepDeleted.WithLabelValues("job").Add(float64(res.Jobs))
+		s.metrics.leaseExpired.Add(float64(res.LeasesExpired))
+		total.LeasesExpired += res.LeasesExpired
 		if res.DedupRecords < sweepBatch && res.Jobs < sweepBatch {
 			if total.DedupRecords+total.Jobs > 0 {
 				s.log.Info("sweep", "dedup_records_deleted", total.DedupRecords, "jobs_deleted", total.Jobs)

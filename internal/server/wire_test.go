@@ -163,9 +163,9 @@ func TestGRPC(t *testing.T) {
 	}
 	// The four services are declared; the ones a later release fills in
 	// answer Unimplemented.
-	_, err = seppv1.NewWorkerServiceClient(conn).Reserve(ctx, &seppv1.ReserveRequest{})
+	_, err = seppv1.NewEffectServiceClient(conn).GetEffect(ctx, &seppv1.GetEffectRequest{})
 	if status.Code(err) != codes.Unimplemented {
-		t.Fatalf("Reserve: %v", err)
+		t.Fatalf("GetEffect: %v", err)
 	}
 
 	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "sepp.v1.JobService"})

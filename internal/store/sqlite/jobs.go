@@ -101,10 +101,12 @@ func (s *Store) LookupDedup(ctx context.Context, p *store.LookupDedupParams) (*s
 		first, expire int64
 		state         sql.NullInt64
 	)
+	now := p.Now.UnixMicro()
 	err := s.read.QueryRowContext(ctx, `SELECT d.job_id, d.first_enqueued_at, d.expires_at, d.fingerprint, d.hits,
- j.state, j.result
+ CASE WHEN j.state = ? AND j.run_at <= ? THEN ? ELSE j.state END, j.result
  FROM dedup d LEFT JOIN jobs j ON j.id = d.job_id
- WHERE d.queue = ? AND d.key = ? AND d.expires_at > ?`, p.Queue, []byte(p.Key), p.Now.UnixMicro()).
+ WHERE d.queue = ? AND d.key = ? AND d.expires_at > ?`,
+		int(store.JobStateScheduled), now, int(store.JobStateAvailable), p.Queue, []byte(p.Key), now).
 		Scan(&id, &first, &expire, &fp, &l.Record.Hits, &state, &l.Result)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrDedupNotFound

@@ -1,0 +1,104 @@
+package sepp
+
+import (
+	"context"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+)
+
+// QueueInfo describes a queue: its jobs by state, its live dedup records and
+// whether delivery is paused.
+type QueueInfo struct {
+	Name         string `json:"name"`
+	Scheduled    int64  `json:"scheduled"`
+	Available    int64  `json:"available"`
+	Reserved     int64  `json:"reserved"`
+	Completed    int64  `json:"completed"`
+	Dead         int64  `json:"dead"`
+	Cancelled    int64  `json:"cancelled"`
+	DedupRecords int64  `json:"dedupRecords"`
+	Paused       bool   `json:"paused"`
+}
+
+// ListQueues lists the declared queues and every queue that has jobs.
+func (c *Client) ListQueues(ctx context.Context) ([]QueueInfo, error) {
+	res, err := c.admin.ListQueues(ctx, &seppv1.ListQueuesRequest{})
+	if err != nil {
+		return nil, fromRPC(ctx, err)
+	}
+	out := make([]QueueInfo, len(res.GetQueues()))
+	for i, q := range res.GetQueues() {
+		out[i] = QueueInfo{Name: q.GetName(), Scheduled: q.GetScheduled(), Available: q.GetAvailable(),
+			Reserved: q.GetReserved(), Completed: q.GetCompleted(), Dead: q.GetDead(), Cancelled: q.GetCancelled(),
+			DedupRecords: q.GetDedupRecords(), Paused: q.GetPaused()}
+	}
+	return out, nil
+}
+
+// ListJobsRequest filters and pages ListJobs.
+type ListJobsRequest struct {
+	Queue     string   // empty: every queue
+	State     JobState // empty: every state
+	PageSize  int      // zero: 100
+	PageToken string   // from the previous page's NextPageToken
+}
+
+// JobPage is one page of jobs, oldest first. NextPageToken is empty on the
+// last page.
+type JobPage struct {
+	Jobs          []*Job
+	NextPageToken string
+}
+
+// ListJobs lists jobs by queue and state, a page at a time.
+func (c *Client) ListJobs(ctx context.Context, req ListJobsRequest) (*JobPage, error) {
+	res, err := c.admin.ListJobs(ctx, &seppv1.ListJobsRequest{Queue: req.Queue, State: stateToProto(req.State),
+		PageSize: int32(req.PageSize), PageToken: req.PageToken})
+	if err != nil {
+		return nil, fromRPC(ctx, err)
+	}
+	page := &JobPage{NextPageToken: res.GetNextPageToken()}
+	for _, j := range res.GetJobs() {
+		page.Jobs = append(page.Jobs, jobFromProto(j))
+	}
+	return page, nil
+}
+
+// DeadJobs selects dead jobs: those of Queue, the listed JobIDs, or All.
+type DeadJobs struct {
+	Queue  string
+	JobIDs []string
+	All    bool
+}
+
+// RequeueDeadJobs makes the selected dead jobs available again with their
+// attempts reset, and returns how many it requeued.
+func (c *Client) RequeueDeadJobs(ctx context.Context, sel DeadJobs) (int64, error) {
+	res, err := c.admin.RequeueDeadJobs(ctx, &seppv1.RequeueDeadJobsRequest{Queue: sel.Queue, JobIds: sel.JobIDs, All: sel.All})
+	if err != nil {
+		return 0, fromRPC(ctx, err)
+	}
+	return res.GetRequeued(), nil
+}
+
+// PurgeDeadJobs deletes the selected dead jobs and returns how many. Their
+// dedup records stay until their windows end.
+func (c *Client) PurgeDeadJobs(ctx context.Context, sel DeadJobs) (int64, error) {
+	res, err := c.admin.PurgeDeadJobs(ctx, &seppv1.PurgeDeadJobsRequest{Queue: sel.Queue, JobIds: sel.JobIDs, All: sel.All})
+	if err != nil {
+		return 0, fromRPC(ctx, err)
+	}
+	return res.GetPurged(), nil
+}
+
+// PauseQueue stops delivery from a queue. Enqueues still succeed.
+func (c *Client) PauseQueue(ctx context.Context, queue string) error {
+	_, err := c.admin.PauseQueue(ctx, &seppv1.PauseQueueRequest{Queue: queue})
+	return fromRPC(ctx, err)
+}
+
+// ResumeQueue resumes delivery from a paused queue.
+func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
+	_, err := c.admin.ResumeQueue(ctx, &seppv1.ResumeQueueRequest{Queue: queue})
+	return fromRPC(ctx, err)
+}

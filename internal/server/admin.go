@@ -1,0 +1,167 @@
+package server
+
+import (
+	"context"
+	"encoding/hex"
+	"slices"
+	"strings"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+// adminService implements AdminService for both stacks.
+type adminService struct {
+	seppv1.UnimplementedAdminServiceServer
+	s *Server
+}
+
+func (a *adminService) ListQueues(ctx context.Context, _ *seppv1.ListQueuesRequest) (*seppv1.ListQueuesResponse, error) {
+	stats, err := a.s.store.ListQueues(ctx, &store.ListQueuesParams{Now: a.s.now()})
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*seppv1.QueueInfo{}
+	for _, q := range a.s.cfg.Queues { // declared queues are listed even when empty
+		byName[q.Name] = &seppv1.QueueInfo{Name: q.Name}
+	}
+	for _, st := range stats {
+		q := byName[st.Name]
+		if q == nil {
+			q = &seppv1.QueueInfo{Name: st.Name}
+			byName[st.Name] = q
+		}
+		q.Scheduled = st.Counts[store.JobStateScheduled]
+		q.Available = st.Counts[store.JobStateAvailable]
+		q.Reserved = st.Counts[store.JobStateReserved]
+		q.Completed = st.Counts[store.JobStateCompleted]
+		q.Dead = st.Counts[store.JobStateDead]
+		q.Cancelled = st.Counts[store.JobStateCancelled]
+		q.DedupRecords = st.DedupRecords
+		q.Paused = st.Paused
+	}
+	res := &seppv1.ListQueuesResponse{}
+	for _, q := range byName {
+		res.Queues = append(res.Queues, q)
+	}
+	slices.SortFunc(res.Queues, func(a, b *seppv1.QueueInfo) int { return strings.Compare(a.Name, b.Name) })
+	return res, nil
+}
+
+func (a *adminService) ListJobs(ctx context.Context, req *seppv1.ListJobsRequest) (*seppv1.ListJobsResponse, error) {
+	p := &store.ListJobsParams{Queue: req.GetQueue(), State: store.JobState(req.GetState()), Limit: int(req.GetPageSize()), Now: a.s.now()}
+	if p.Queue != "" {
+		if aerr := a.s.checkQueue(p.Queue); aerr != nil {
+			return nil, aerr
+		}
+	}
+	if p.State < 0 || p.State > store.JobStateCancelled {
+		return nil, invalidField("state", "must be a job state other than JOB_STATE_DELETED, got %d", p.State)
+	}
+	switch {
+	case p.Limit < 0 || p.Limit > maxPageSize:
+		return nil, invalidField("page_size", "must be between 0 and %d (0: %d), got %d", maxPageSize, defaultPageSize, p.Limit)
+	case p.Limit == 0:
+		p.Limit = defaultPageSize
+	}
+	if tok := req.GetPageToken(); tok != "" {
+		if len(tok) != 2*len(p.After) {
+			return nil, invalidField("page_token", "must be a next_page_token from an earlier ListJobs")
+		}
+		if _, err := hex.Decode(p.After[:], []byte(tok)); err != nil {
+			return nil, invalidField("page_token", "must be a next_page_token from an earlier ListJobs")
+		}
+	}
+	jobs, err := a.s.store.ListJobs(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	res := &seppv1.ListJobsResponse{Jobs: make([]*seppv1.Job, len(jobs))}
+	for i, j := range jobs {
+		res.Jobs[i] = jobToProto(j, p.Now)
+	}
+	if len(jobs) == p.Limit {
+		last := jobs[len(jobs)-1].ID
+		res.NextPageToken = hex.EncodeToString(last[:])
+	}
+	return res, nil
+}
+
+// deadSelection validates the selector shared by RequeueDeadJobs and
+// PurgeDeadJobs: a queue, job ids, or all.
+func (a *adminService) deadSelection(queue string, ids []string, all bool) (*store.DeadJobsParams, *apiError) {
+	if queue == "" && len(ids) == 0 && !all {
+		return nil, invalidField("queue", "say which dead jobs: a queue, job_ids, or all = true")
+	}
+	p := &store.DeadJobsParams{Queue: queue, Now: a.s.now()}
+	if queue != "" {
+		if aerr := a.s.checkQueue(queue); aerr != nil {
+			return nil, aerr
+		}
+	}
+	for _, s := range ids {
+		id, aerr := parseJobID(s)
+		if aerr != nil {
+			return nil, aerr
+		}
+		p.IDs = append(p.IDs, id)
+	}
+	if len(p.IDs) > maxPageSize {
+		return nil, invalidField("job_ids", "has %d ids; the limit is %d", len(p.IDs), maxPageSize)
+	}
+	return p, nil
+}
+
+func (a *adminService) RequeueDeadJobs(ctx context.Context, req *seppv1.RequeueDeadJobsRequest) (*seppv1.RequeueDeadJobsResponse, error) {
+	p, aerr := a.deadSelection(req.GetQueue(), req.GetJobIds(), req.GetAll())
+	if aerr != nil {
+		return nil, aerr
+	}
+	n, err := a.s.store.RequeueDead(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	a.s.log.Info("dead jobs requeued", "queue", req.GetQueue(), "job_ids", len(req.GetJobIds()), "requeued", n)
+	a.s.notifyAll()
+	return &seppv1.RequeueDeadJobsResponse{Requeued: int64(n)}, nil
+}
+
+func (a *adminService) PurgeDeadJobs(ctx context.Context, req *seppv1.PurgeDeadJobsRequest) (*seppv1.PurgeDeadJobsResponse, error) {
+	p, aerr := a.deadSelection(req.GetQueue(), req.GetJobIds(), req.GetAll())
+	if aerr != nil {
+		return nil, aerr
+	}
+	n, err := a.s.store.PurgeDead(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	a.s.log.Info("dead jobs purged", "queue", req.GetQueue(), "job_ids", len(req.GetJobIds()), "purged", n)
+	return &seppv1.PurgeDeadJobsResponse{Purged: int64(n)}, nil
+}
+
+func (a *adminService) PauseQueue(ctx context.Context, req *seppv1.PauseQueueRequest) (*seppv1.PauseQueueResponse, error) {
+	return &seppv1.PauseQueueResponse{}, a.setPaused(ctx, req.GetQueue(), true)
+}
+
+func (a *adminService) ResumeQueue(ctx context.Context, req *seppv1.ResumeQueueRequest) (*seppv1.ResumeQueueResponse, error) {
+	return &seppv1.ResumeQueueResponse{}, a.setPaused(ctx, req.GetQueue(), false)
+}
+
+func (a *adminService) setPaused(ctx context.Context, queue string, paused bool) error {
+	if aerr := a.s.checkQueue(queue); aerr != nil {
+		return aerr
+	}
+	if err := a.s.store.SetQueuePaused(ctx, &store.SetQueuePausedParams{Queue: queue, Paused: paused}); err != nil {
+		return err
+	}
+	a.s.log.Info("queue paused", "queue", queue, "paused", paused)
+	if !paused {
+		a.s.notify.notify(queue)
+	}
+	return nil
+}

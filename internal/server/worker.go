@@ -1,0 +1,227 @@
+package server
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// Bounds on Reserve's arguments.
+const (
+	maxReserveJobs = 1000
+	maxWait        = 5 * time.Minute
+	// recheckEvery bounds how long a waiting Reserve goes without looking:
+	// enqueues wake it at once, but jobs also become due by their run-at, a
+	// retry's backoff or an expired lease, which nothing announces.
+	recheckEvery = 200 * time.Millisecond
+)
+
+// workerService implements WorkerService for both stacks.
+type workerService struct {
+	seppv1.UnimplementedWorkerServiceServer
+	s *Server
+}
+
+func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest) (*seppv1.ReserveResponse, error) {
+	s := w.s
+	queues := req.GetQueues()
+	if len(queues) == 0 {
+		return nil, invalidField("queues", "name at least one queue to reserve from")
+	}
+	lease := time.Duration(req.GetLeaseMs()) * time.Millisecond
+	for _, q := range queues {
+		if aerr := s.checkQueue(q); aerr != nil {
+			return nil, aerr
+		}
+		// Without lease_ms the shortest lease of the queues applies, so no
+		// job is held longer than its queue allows.
+		if ql := s.cfg.Queue(q).Lease(); req.GetLeaseMs() == 0 && (lease == 0 || ql < lease) {
+			lease = ql
+		}
+	}
+	if req.GetLeaseMs() < 0 {
+		return nil, invalidField("lease_ms", "must be >= 0 (0: the queue's lease_ms), got %d", req.GetLeaseMs())
+	}
+	max := int(req.GetMaxJobs())
+	switch {
+	case max < 0 || max > maxReserveJobs:
+		return nil, invalidField("max_jobs", "must be between 0 and %d (0 means 1), got %d", maxReserveJobs, max)
+	case max == 0:
+		max = 1
+	}
+	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
+	if wait < 0 || wait > maxWait {
+		return nil, invalidField("wait_ms", "must be between 0 and %d, got %d", maxWait.Milliseconds(), req.GetWaitMs())
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		wake, cancel := s.notify.wait(queues)
+		now := s.now()
+		jobs, err := s.store.Reserve(ctx, &store.ReserveParams{
+			Queues: queues, WorkerID: req.GetWorkerId(), Max: max, Lease: lease, Now: now,
+		})
+		if err != nil || len(jobs) > 0 || wait == 0 {
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			s.metrics.reserved.Add(float64(len(jobs)))
+			return s.reserved(jobs, now), nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			cancel()
+			return &seppv1.ReserveResponse{}, nil
+		}
+		t := time.NewTimer(min(left, recheckEvery))
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-s.stop: // shutting down: answer the waiting worker now
+		}
+		t.Stop()
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		select {
+		case <-s.stop:
+			return &seppv1.ReserveResponse{}, nil
+		default:
+		}
+	}
+}
+
+func (s *Server) reserved(jobs []store.ReservedJob, now time.Time) *seppv1.ReserveResponse {
+	res := &seppv1.ReserveResponse{Jobs: make([]*seppv1.ReservedJob, len(jobs))}
+	for i, r := range jobs {
+		res.Jobs[i] = &seppv1.ReservedJob{
+			Job:            jobToProto(r.Job, now),
+			LeaseToken:     hex.EncodeToString(r.LeaseToken[:]),
+			Attempt:        r.Job.Attempts,
+			LeaseExpiresAt: timestamppb.New(r.LeaseExpiresAt),
+		}
+	}
+	return res
+}
+
+// lease parses the (job_id, lease_token) pair of Complete, Fail and
+// ExtendLease.
+func parseLease(jobID, token string) (store.JobID, store.LeaseToken, *apiError) {
+	var t store.LeaseToken
+	id, aerr := parseJobID(jobID)
+	if aerr != nil {
+		return id, t, aerr
+	}
+	if len(token) != 2*len(t) {
+		return id, t, invalidField("lease_token", "must be the %d-character token Reserve returned", 2*len(t))
+	}
+	if _, err := hex.Decode(t[:], []byte(token)); err != nil {
+		return id, t, invalidField("lease_token", "must be the token Reserve returned: %v", err)
+	}
+	return id, t, nil
+}
+
+func leaseLost(err error) error {
+	if errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrJobNotFound) {
+		return newError(connect.CodeFailedPrecondition, ReasonLeaseLost,
+			"this lease token no longer holds the job's lease (it expired, or the job was redelivered, finished or cancelled): stop working on the job; another delivery owns it")
+	}
+	return err
+}
+
+func (w *workerService) Complete(ctx context.Context, req *seppv1.CompleteRequest) (*seppv1.CompleteResponse, error) {
+	id, token, aerr := parseLease(req.GetJobId(), req.GetLeaseToken())
+	if aerr != nil {
+		return nil, aerr
+	}
+	if n, max := len(req.GetResult()), w.s.cfg.Server.MaxPayloadBytes; int64(n) > max {
+		return nil, newError(connect.CodeInvalidArgument, ReasonPayloadTooLarge,
+			"result is %d bytes; the limit is %d (max_payload_bytes): store large results elsewhere and return a reference", n, max)
+	}
+	err := w.s.store.Complete(ctx, &store.CompleteParams{ID: id, LeaseToken: token, Result: req.GetResult(), Now: w.s.now()})
+	if err != nil {
+		return nil, leaseLost(err)
+	}
+	w.s.metrics.completions.WithLabelValues("completed").Inc()
+	return &seppv1.CompleteResponse{}, nil
+}
+
+func (w *workerService) Fail(ctx context.Context, req *seppv1.FailRequest) (*seppv1.FailResponse, error) {
+	s := w.s
+	id, token, aerr := parseLease(req.GetJobId(), req.GetLeaseToken())
+	if aerr != nil {
+		return nil, aerr
+	}
+	if req.RetryAfterMs != nil && req.GetRetryAfterMs() < 0 {
+		return nil, invalidField("retry_after_ms", "must be >= 0, got %d", req.GetRetryAfterMs())
+	}
+	now := s.now()
+	var queue string
+	job, err := s.store.GetJob(ctx, &store.GetJobParams{ID: id})
+	if err != nil {
+		return nil, leaseLost(err)
+	}
+	queue = job.Queue
+	qc := s.cfg.Queue(queue)
+	retryAt := func(attempts int32) time.Time {
+		if req.RetryAfterMs != nil {
+			return now.Add(time.Duration(req.GetRetryAfterMs()) * time.Millisecond)
+		}
+		return now.Add(Backoff(attempts, qc.BackoffInitial(), qc.BackoffMax(), rand.Float64()))
+	}
+	res, err := s.store.Fail(ctx, &store.FailParams{
+		ID: id, LeaseToken: token, Error: req.GetError(), Permanent: req.GetPermanent(), RetryAt: retryAt, Now: now,
+	})
+	if err != nil {
+		return nil, leaseLost(err)
+	}
+	out := &seppv1.FailResponse{State: seppv1.JobState(res.State)}
+	if res.State == store.JobStateScheduled {
+		out.NextRunAt = timestamppb.New(res.NextRunAt)
+		s.metrics.completions.WithLabelValues("retried").Inc()
+	} else {
+		s.metrics.completions.WithLabelValues("dead").Inc()
+	}
+	return out, nil
+}
+
+// Backoff is the delay before attempt attempts+1 of a job: initial doubled
+// for every attempt after the first, capped at max, with "equal jitter":
+// a random point in the upper half, so retries of jobs that failed together
+// spread out but never come sooner than half the nominal delay. rnd is in
+// [0, 1).
+func Backoff(attempts int32, initial, max time.Duration, rnd float64) time.Duration {
+	d := initial
+	for i := int32(1); i < attempts && d < max; i++ {
+		d *= 2
+	}
+	d = min(d, max)
+	return d/2 + time.Duration(rnd*float64(d-d/2))
+}
+
+func (w *workerService) ExtendLease(ctx context.Context, req *seppv1.ExtendLeaseRequest) (*seppv1.ExtendLeaseResponse, error) {
+	id, token, aerr := parseLease(req.GetJobId(), req.GetLeaseToken())
+	if aerr != nil {
+		return nil, aerr
+	}
+	if req.GetLeaseMs() <= 0 {
+		return nil, invalidField("lease_ms", "must be > 0, got %d", req.GetLeaseMs())
+	}
+	until, err := w.s.store.ExtendLease(ctx, &store.ExtendLeaseParams{
+		ID: id, LeaseToken: token, Lease: time.Duration(req.GetLeaseMs()) * time.Millisecond, Now: w.s.now(),
+	})
+	if err != nil {
+		return nil, leaseLost(err)
+	}
+	return &seppv1.ExtendLeaseResponse{LeaseExpiresAt: timestamppb.New(until)}, nil
+}
