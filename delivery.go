@@ -30,6 +30,8 @@ type Reservation struct {
 	// Attempt counts the deliveries of this job, this one included.
 	Attempt        int32
 	LeaseExpiresAt time.Time
+	// Lease is the length of the lease granted.
+	Lease time.Duration
 }
 
 // Reserve leases jobs. It returns none when the wait ends with nothing ready.
@@ -44,7 +46,7 @@ func (c *Client) Reserve(ctx context.Context, req ReserveRequest) ([]Reservation
 	out := make([]Reservation, len(res.GetJobs()))
 	for i, r := range res.GetJobs() {
 		out[i] = Reservation{Job: jobFromProto(r.GetJob()), LeaseToken: r.GetLeaseToken(), Attempt: r.GetAttempt(),
-			LeaseExpiresAt: r.GetLeaseExpiresAt().AsTime()}
+			LeaseExpiresAt: r.GetLeaseExpiresAt().AsTime(), Lease: time.Duration(r.GetLeaseMs()) * time.Millisecond}
 	}
 	return out, nil
 }

@@ -74,7 +74,7 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 				return nil, err
 			}
 			s.metrics.reserved.Add(float64(len(jobs)))
-			return s.reserved(jobs, now), nil
+			return s.reserved(jobs, now, lease), nil
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -101,7 +101,7 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 	}
 }
 
-func (s *Server) reserved(jobs []store.ReservedJob, now time.Time) *seppv1.ReserveResponse {
+func (s *Server) reserved(jobs []store.ReservedJob, now time.Time, lease time.Duration) *seppv1.ReserveResponse {
 	res := &seppv1.ReserveResponse{Jobs: make([]*seppv1.ReservedJob, len(jobs))}
 	for i, r := range jobs {
 		res.Jobs[i] = &seppv1.ReservedJob{
@@ -109,6 +109,7 @@ func (s *Server) reserved(jobs []store.ReservedJob, now time.Time) *seppv1.Reser
 			LeaseToken:     hex.EncodeToString(r.LeaseToken[:]),
 			Attempt:        r.Job.Attempts,
 			LeaseExpiresAt: timestamppb.New(r.LeaseExpiresAt),
+			LeaseMs:        lease.Milliseconds(),
 		}
 	}
 	return res

@@ -56,6 +56,9 @@ type Server struct {
 type Options struct {
 	// Config is parsed as a TOML config file; empty means defaults.
 	Config string
+	// RealTime runs the server on the wall clock instead of Clock, for tests
+	// of leases and retries as a worker sees them.
+	RealTime bool
 }
 
 // Start starts a server and stops it when the test ends.
@@ -71,8 +74,12 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	clock := NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	logs := &SyncBuffer{}
+	now := clock.Now
+	if opts.RealTime {
+		now = time.Now
+	}
 	srv, err := server.New(server.Options{
-		Config: cfg, Store: st, Now: clock.Now,
+		Config: cfg, Store: st, Now: now,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

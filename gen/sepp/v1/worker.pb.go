@@ -148,8 +148,11 @@ type ReservedJob struct {
 	LeaseToken     string                 `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
 	Attempt        int32                  `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The length of the lease granted, so a worker can extend it by as much
+	// without comparing clocks.
+	LeaseMs       int64 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReservedJob) Reset() {
@@ -208,6 +211,13 @@ func (x *ReservedJob) GetLeaseExpiresAt() *timestamppb.Timestamp {
 		return x.LeaseExpiresAt
 	}
 	return nil
+}
+
+func (x *ReservedJob) GetLeaseMs() int64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
 }
 
 type CompleteRequest struct {
@@ -550,13 +560,14 @@ const file_sepp_v1_worker_proto_rawDesc = "" +
 	"\blease_ms\x18\x04 \x01(\x03R\aleaseMs\x12\x17\n" +
 	"\await_ms\x18\x05 \x01(\x03R\x06waitMs\";\n" +
 	"\x0fReserveResponse\x12(\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x14.sepp.v1.ReservedJobR\x04jobs\"\xae\x01\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x14.sepp.v1.ReservedJobR\x04jobs\"\xc9\x01\n" +
 	"\vReservedJob\x12\x1e\n" +
 	"\x03job\x18\x01 \x01(\v2\f.sepp.v1.JobR\x03job\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12D\n" +
-	"\x10lease_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"a\n" +
+	"\x10lease_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12\x19\n" +
+	"\blease_ms\x18\x05 \x01(\x03R\aleaseMs\"a\n" +
 	"\x0fCompleteRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +

@@ -1,0 +1,286 @@
+// Package worker runs Sepp jobs: it reserves jobs from queues, calls the
+// handler registered for each job type, keeps leases alive while handlers
+// run, and reports each outcome.
+//
+//	w := worker.New(client, worker.Config{Queues: []string{"emails"}, Concurrency: 16})
+//	w.Handle("receipt", func(ctx context.Context, job *worker.Job) ([]byte, error) {
+//		return nil, sendReceipt(ctx, job.Payload)
+//	})
+//	err := w.Run(ctx) // until ctx ends; then a graceful shutdown
+//
+// Delivery is at least once: a job whose worker dies, or whose lease
+// expires, is delivered again. Make handlers idempotent (see package effect
+// once it lands, or guard each external effect with a key of your own).
+//
+// A handler's error retries the job with the queue's backoff; Permanent(err)
+// dead-letters it at once; RetryAfter(err, d) retries it after d. A panic is a
+// failure whose error carries the stack.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/sepp-dev/sepp"
+)
+
+// Job is a delivered job.
+type Job struct {
+	*sepp.Job
+	// Attempt counts the deliveries of this job, this one included.
+	Attempt int32
+	// LeaseToken holds the lease; the runtime uses it to report the outcome.
+	LeaseToken string
+}
+
+// Handler runs one job. Its result, if any, is stored with the completed job.
+type Handler func(ctx context.Context, job *Job) (result []byte, err error)
+
+// Config tunes a Worker. Every field but Queues has a default.
+type Config struct {
+	// Queues to reserve from. Required.
+	Queues []string
+	// Concurrency is how many jobs run at once. Default 10.
+	Concurrency int
+	// Lease is how long each job is leased; the runtime extends it while
+	// the handler runs. Default 0: the queue's lease_ms.
+	Lease time.Duration
+	// Wait is how long one Reserve call waits for a job (long poll).
+	// Default 10 s.
+	Wait time.Duration
+	// ShutdownTimeout is how long Run lets running handlers finish after
+	// its context ends. After that their contexts are cancelled and their
+	// leases are no longer extended, so the jobs are delivered again.
+	// Default 30 s.
+	ShutdownTimeout time.Duration
+	// WorkerID names this worker in the server's records. Default
+	// "HOSTNAME-PID".
+	WorkerID string
+	// Logger receives the runtime's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 10
+	}
+	if c.Wait <= 0 {
+		c.Wait = 10 * time.Second
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Worker reserves and runs jobs. Create it with New, register handlers with
+// Handle, then call Run once.
+type Worker struct {
+	client   *sepp.Client
+	cfg      Config
+	mu       sync.Mutex
+	handlers map[string]Handler
+}
+
+// New returns a Worker that uses client.
+func New(client *sepp.Client, cfg Config) *Worker {
+	return &Worker{client: client, cfg: cfg.withDefaults(), handlers: map[string]Handler{}}
+}
+
+// Handle registers h for jobs of jobType. Register before Run.
+func (w *Worker) Handle(jobType string, h Handler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.handlers[jobType] = h
+}
+
+func (w *Worker) handler(jobType string) Handler {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.handlers[jobType]
+}
+
+// Run reserves and runs jobs until ctx ends, then shuts down gracefully: it
+// stops reserving, lets running handlers finish within ShutdownTimeout, then
+// cancels the rest (their jobs are delivered again once their leases end). It
+// returns nil after a graceful shutdown.
+func (w *Worker) Run(ctx context.Context) error {
+	if len(w.cfg.Queues) == 0 {
+		return errors.New("worker: Config.Queues is empty: name the queues to work on")
+	}
+	// Handlers run under jobCtx, which outlives ctx by ShutdownTimeout.
+	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelJobs()
+	slots := make(chan struct{}, w.cfg.Concurrency)
+	var running sync.WaitGroup
+	log := w.cfg.Logger.With("worker_id", w.cfg.WorkerID)
+	log.Info("worker started", "queues", w.cfg.Queues, "concurrency", w.cfg.Concurrency)
+
+	for ctx.Err() == nil {
+		// Wait for at least one free slot, then ask for as many jobs as
+		// there are free slots.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		free := 1
+		for free < w.cfg.Concurrency {
+			select {
+			case slots <- struct{}{}:
+				free++
+				continue
+			default:
+			}
+			break
+		}
+		jobs, err := w.client.Reserve(ctx, sepp.ReserveRequest{
+			Queues: w.cfg.Queues, WorkerID: w.cfg.WorkerID, MaxJobs: free, Lease: w.cfg.Lease, Wait: w.cfg.Wait,
+		})
+		for range free - len(jobs) {
+			<-slots
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("reserve failed; retrying", "err", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		for _, r := range jobs {
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				defer func() { <-slots }()
+				w.run(jobCtx, log, r)
+			}()
+		}
+	}
+
+	done := make(chan struct{})
+	go func() {
+		running.Wait()
+		close(done)
+	}()
+	log.Info("worker stopping: waiting for running jobs", "timeout", w.cfg.ShutdownTimeout)
+	select {
+	case <-done:
+	case <-time.After(w.cfg.ShutdownTimeout):
+		log.Warn("shutdown timeout: cancelling running jobs; they will be delivered again after their leases")
+		cancelJobs()
+		<-done
+	}
+	log.Info("worker stopped")
+	return nil
+}
+
+// run runs one reserved job and reports its outcome.
+func (w *Worker) run(ctx context.Context, log *slog.Logger, r sepp.Reservation) {
+	job := &Job{Job: r.Job, Attempt: r.Attempt, LeaseToken: r.LeaseToken}
+	log = log.With("job_id", job.ID, "job_type", job.JobType, "queue", job.Queue, "attempt", job.Attempt)
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// Keep the lease alive while the handler runs: extend it by its own
+	// length every third of it.
+	lease := r.Lease // as the server granted it
+	if lease <= 0 {
+		lease = max(time.Until(r.LeaseExpiresAt), 100*time.Millisecond)
+	}
+	extending := make(chan struct{})
+	go func() {
+		defer close(extending)
+		w.extend(hctx, log, job, lease, cancel)
+	}()
+
+	result, err := w.call(hctx, job)
+	cancel()
+	<-extending
+	// Report with a context that survives the handler's cancellation but
+	// not the shutdown deadline.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer rcancel()
+	if err == nil {
+		if err := w.client.Complete(rctx, job.ID, job.LeaseToken, result); err != nil {
+			log.Warn("complete failed; the job will be delivered again", "err", err)
+		}
+		return
+	}
+	opts := sepp.FailOptions{}
+	var p *permanentError
+	var ra *retryAfterError
+	switch {
+	case errors.As(err, &p):
+		opts.Permanent = true
+	case errors.As(err, &ra):
+		opts.RetryAfter = &ra.after
+	}
+	res, ferr := w.client.Fail(rctx, job.ID, job.LeaseToken, err.Error(), opts)
+	if ferr != nil {
+		log.Warn("fail failed; the job will be delivered again", "err", ferr, "job_err", err)
+		return
+	}
+	log.Info("job failed", "err", err, "state", res.State, "next_run_at", res.NextRunAt)
+}
+
+// call runs the job's handler, turning a panic into an error with the stack.
+func (w *Worker) call(ctx context.Context, job *Job) (result []byte, err error) {
+	h := w.handler(job.JobType)
+	if h == nil {
+		return nil, fmt.Errorf("no handler registered for job type %q on worker %s", job.JobType, w.cfg.WorkerID)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return h(ctx, job)
+}
+
+// extend renews the job's lease every third of its length until ctx ends.
+// If the lease is lost, it cancels the handler through stop.
+func (w *Worker) extend(ctx context.Context, log *slog.Logger, job *Job, lease time.Duration, stop func()) {
+	every := max(lease/3, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := w.client.ExtendLease(ctx, job.ID, job.LeaseToken, lease); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, sepp.ErrLeaseLost) {
+				log.Warn("lease lost: cancelling the handler; the job belongs to another delivery now")
+				stop()
+				return
+			}
+			log.Warn("lease extension failed; will retry", "err", err)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

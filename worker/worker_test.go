@@ -1,0 +1,273 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/testserver"
+	"github.com/sepp-dev/sepp/worker"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func setup(t *testing.T, config string) (*testserver.Server, *sepp.Client) {
+	t.Helper()
+	srv := testserver.Start(t, testserver.Options{Config: config, RealTime: true})
+	c, err := sepp.Connect(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return srv, c
+}
+
+// runWorker runs w until the test ends (or stop is called) and checks that
+// Run returns nil.
+func runWorker(t *testing.T, w *worker.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func job(t *testing.T, c *sepp.Client, id string) *sepp.Job {
+	t.Helper()
+	j, err := c.GetJob(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func TestEveryJobRunsOnce(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t, "")
+	ctx := context.Background()
+	const n = 500
+	var ids []string
+	for i := range n {
+		ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: fmt.Sprint("k", i), Payload: []byte(fmt.Sprint(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ack.JobID)
+	}
+	var mu sync.Mutex
+	runs := map[string]int{}
+	var total atomic.Int64
+	for range 2 { // two workers of 16 goroutines
+		w := worker.New(c, worker.Config{Queues: []string{"q"}, Concurrency: 16, Wait: 100 * time.Millisecond, Logger: quiet})
+		w.Handle("t", func(ctx context.Context, j *worker.Job) ([]byte, error) {
+			mu.Lock()
+			runs[j.ID]++
+			mu.Unlock()
+			total.Add(1)
+			return []byte("done " + string(j.Payload)), nil
+		})
+		runWorker(t, w)
+	}
+	waitFor(t, "every job completed", func() bool {
+		qs, err := c.ListQueues(ctx)
+		return err == nil && len(qs) == 1 && qs[0].Completed == n
+	})
+	for _, id := range ids {
+		if runs[id] != 1 {
+			t.Fatalf("job %s ran %d times", id, runs[id])
+		}
+		if j := job(t, c, id); j.State != sepp.JobStateCompleted || !strings.HasPrefix(string(j.Result), "done ") {
+			t.Fatalf("job: %+v", j)
+		}
+	}
+	qs, _ := c.ListQueues(ctx)
+	if q := qs[0]; q.Available+q.Reserved+q.Scheduled+q.Dead != 0 || q.DedupRecords != n || total.Load() != n {
+		t.Fatalf("queue counts: %+v, handler runs %d", q, total.Load())
+	}
+	l, err := c.LookupIdempotencyKey(ctx, "q", "k7")
+	if err != nil || l.State != sepp.JobStateCompleted || string(l.Result) != "done 7" {
+		t.Fatalf("lookup of a completed job: %+v %v", l, err)
+	}
+}
+
+func TestFailuresRetryThenDeadLetter(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t, `
+[[queues]]
+name = "q"
+max_attempts = 3
+backoff_initial_ms = 20
+backoff_max_ms = 40
+`)
+	ctx := context.Background()
+	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: "k"})
+	perm, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "perm"})
+	boom, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "panic"})
+	var attempts atomic.Int32
+	w := worker.New(c, worker.Config{Queues: []string{"q"}, Wait: 50 * time.Millisecond, Logger: quiet})
+	w.Handle("t", func(ctx context.Context, j *worker.Job) ([]byte, error) {
+		attempts.Add(1)
+		return nil, fmt.Errorf("smtp down (attempt %d)", j.Attempt)
+	})
+	w.Handle("perm", func(ctx context.Context, j *worker.Job) ([]byte, error) {
+		return nil, worker.Permanent(errors.New("malformed address"))
+	})
+	w.Handle("panic", func(ctx context.Context, j *worker.Job) ([]byte, error) {
+		var m map[string]int
+		m["x"] = 1 // nil map write
+		return nil, nil
+	})
+	runWorker(t, w)
+	waitFor(t, "three jobs dead", func() bool {
+		qs, err := c.ListQueues(ctx)
+		return err == nil && len(qs) == 1 && qs[0].Dead == 3
+	})
+	if j := job(t, c, ack.JobID); j.Attempts != 3 || j.LastError != "smtp down (attempt 3)" || attempts.Load() != 3 {
+		t.Fatalf("retried job: %+v (handler ran %d times)", j, attempts.Load())
+	}
+	if j := job(t, c, perm.JobID); j.Attempts != 1 || j.LastError != "malformed address" {
+		t.Fatalf("permanent failure: %+v", j)
+	}
+	if j := job(t, c, boom.JobID); j.Attempts != 3 || !strings.Contains(j.LastError, "panic: assignment to entry in nil map") ||
+		!strings.Contains(j.LastError, "worker_test.go") {
+		t.Fatalf("panicking handler: %+v", j)
+	}
+
+	// Requeue brings the dead jobs back with attempts reset; purge removes them.
+	n, err := c.RequeueDeadJobs(ctx, sepp.DeadJobs{JobIDs: []string{perm.JobID}})
+	if err != nil || n != 1 {
+		t.Fatalf("requeue: %d %v", n, err)
+	}
+	waitFor(t, "the requeued job to die again", func() bool {
+		j := job(t, c, perm.JobID)
+		return j.State == sepp.JobStateDead && j.Attempts == 1 && !j.FinalizedAt.IsZero()
+	})
+	n, err = c.PurgeDeadJobs(ctx, sepp.DeadJobs{Queue: "q"})
+	if err != nil || n != 3 {
+		t.Fatalf("purge: %d %v", n, err)
+	}
+	l, err := c.LookupIdempotencyKey(ctx, "q", "k")
+	if err != nil || !l.Found || l.JobID != ack.JobID || l.State != sepp.JobStateDeleted {
+		t.Fatalf("lookup after purge: %+v %v", l, err)
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t, "[[queues]]\nname = \"q\"\nbackoff_initial_ms = 3600000\n")
+	ctx := context.Background()
+	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t"})
+	var runs atomic.Int32
+	w := worker.New(c, worker.Config{Queues: []string{"q"}, Wait: 50 * time.Millisecond, Logger: quiet})
+	w.Handle("t", func(ctx context.Context, j *worker.Job) ([]byte, error) {
+		if runs.Add(1) == 1 {
+			return nil, worker.RetryAfter(errors.New("rate limited"), 100*time.Millisecond)
+		}
+		return nil, nil
+	})
+	runWorker(t, w)
+	// With the queue's one-hour backoff this would not finish; RetryAfter
+	// brings the retry to 100 ms.
+	waitFor(t, "the retried job to complete", func() bool { return job(t, c, ack.JobID).State == sepp.JobStateCompleted })
+	if j := job(t, c, ack.JobID); j.Attempts != 2 {
+		t.Fatalf("attempts: %d", j.Attempts)
+	}
+}
+
+func TestLeaseIsExtended(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t, "[[queues]]\nname = \"q\"\nlease_ms = 300\n")
+	ctx := context.Background()
+	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "slow"})
+	w := worker.New(c, worker.Config{Queues: []string{"q"}, Wait: 50 * time.Millisecond, Logger: quiet})
+	w.Handle("slow", func(ctx context.Context, j *worker.Job) ([]byte, error) {
+		select {
+		case <-time.After(900 * time.Millisecond): // three leases
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	runWorker(t, w)
+	waitFor(t, "the slow job to complete", func() bool { return job(t, c, ack.JobID).State == sepp.JobStateCompleted })
+	if j := job(t, c, ack.JobID); j.Attempts != 1 {
+		t.Fatalf("the slow job was delivered %d times", j.Attempts)
+	}
+}
+
+func TestGracefulShutdownFinishesRunningJobs(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t, "")
+	ctx := context.Background()
+	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t"})
+	started := make(chan struct{})
+	w := worker.New(c, worker.Config{Queues: []string{"q"}, Wait: 50 * time.Millisecond, Logger: quiet})
+	w.Handle("t", func(ctx context.Context, j *worker.Job) ([]byte, error) {
+		close(started)
+		time.Sleep(300 * time.Millisecond)
+		return []byte("finished"), ctx.Err()
+	})
+	stop := runWorker(t, w)
+	<-started
+	stop() // returns once Run has returned
+	if j := job(t, c, ack.JobID); j.State != sepp.JobStateCompleted || string(j.Result) != "finished" {
+		t.Fatalf("job after shutdown: %+v", j)
+	}
+}
+
+func TestPausedQueueDeliversNothing(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t, "")
+	ctx := context.Background()
+	if err := c.PauseQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t"})
+	if err != nil {
+		t.Fatalf("enqueue to a paused queue: %v", err)
+	}
+	var ran atomic.Bool
+	w := worker.New(c, worker.Config{Queues: []string{"q"}, Wait: 50 * time.Millisecond, Logger: quiet})
+	w.Handle("t", func(ctx context.Context, j *worker.Job) ([]byte, error) { ran.Store(true); return nil, nil })
+	runWorker(t, w)
+	time.Sleep(300 * time.Millisecond)
+	if ran.Load() {
+		t.Fatal("a paused queue delivered a job")
+	}
+	if qs, _ := c.ListQueues(ctx); len(qs) != 1 || !qs[0].Paused || qs[0].Available != 1 {
+		t.Fatalf("queues: %+v", qs)
+	}
+	if err := c.ResumeQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to run after resume", func() bool { return job(t, c, ack.JobID).State == sepp.JobStateCompleted })
+}
