@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	seppclient "github.com/sepp-dev/sepp"
 	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
@@ -137,5 +139,55 @@ func TestCLILongKeysFollowTheServer(t *testing.T) {
 	out, _, err := cli(t, "key", "lookup", "--addr="+srv.URL, "--queue", "q", key)
 	if err != nil || !regexpLine(out, "found", "true") {
 		t.Fatalf("lookup of a 300-byte key: %v\n%s", err, out)
+	}
+}
+
+func TestCLIQueuesJobsAndDeadLetter(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Config: "[[queues]]\nname = \"mail\"\nmax_attempts = 1\n"})
+	addr := "--addr=" + srv.URL
+	ctx := context.Background()
+	c, err := seppclient.Connect(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ack, _ := c.Enqueue(ctx, seppclient.EnqueueRequest{Queue: "mail", JobType: "t", IdempotencyKey: "k"})
+	r, err := c.Reserve(ctx, seppclient.ReserveRequest{Queues: []string{"mail"}})
+	if err != nil || len(r) != 1 {
+		t.Fatalf("reserve: %v %v", r, err)
+	}
+	if _, err := c.Fail(ctx, r[0].Job.ID, r[0].LeaseToken, "smtp: 550 no such user", seppclient.FailOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	out, _, err := cli(t, "queues", addr)
+	if err != nil || !strings.Contains(out, "mail") || !strings.Contains(out, "DEDUP RECORDS") {
+		t.Fatalf("queues: %v\n%s", err, out)
+	}
+	out, _, err = cli(t, "dlq", "list", addr)
+	if err != nil || !strings.Contains(out, ack.JobID) || !strings.Contains(out, "smtp: 550 no such user") {
+		t.Fatalf("dlq list: %v\n%s", err, out)
+	}
+	out, _, err = cli(t, "jobs", "list", addr, "--queue", "mail", "--state", "dead", "--json")
+	if err != nil || !strings.Contains(out, ack.JobID) {
+		t.Fatalf("jobs list --json: %v\n%s", err, out)
+	}
+	out, _, err = cli(t, "dlq", "requeue", addr, "--queue", "mail")
+	if err != nil || !regexpLine(out, "requeued", "1") {
+		t.Fatalf("dlq requeue: %v\n%s", err, out)
+	}
+	out, _, err = cli(t, "queue", "pause", "mail", addr)
+	if err != nil || !regexpLine(out, "paused", "true") {
+		t.Fatalf("queue pause: %v\n%s", err, out)
+	}
+	out, _, err = cli(t, "queues", addr, "--json")
+	if err != nil || !strings.Contains(out, `"paused": true`) || !strings.Contains(out, `"available": 1`) {
+		t.Fatalf("queues --json after pause: %v\n%s", err, out)
+	}
+	if _, _, err := cli(t, "jobs", "list", addr, "--state", "zombie"); err == nil {
+		t.Fatal("jobs list accepted an unknown state")
+	}
+	if _, stderr, err := cli(t, "dlq", "purge", addr); err != exitCode(2) || !strings.Contains(stderr, "usage") {
+		t.Fatalf("dlq purge without a selector: %v %q", err, stderr)
 	}
 }

@@ -27,6 +27,10 @@ Usage:
   sepp job cancel ID                            cancel a job that has not finished
   sepp key lookup --queue Q KEY                 was KEY already enqueued on Q?
   sepp key release --queue Q KEY                forget KEY now (the job stays)
+  sepp queues                                   jobs by state, dedup records, paused, per queue
+  sepp queue pause|resume Q                     stop or restart delivery from Q
+  sepp jobs list [--queue Q] [--state S]        list jobs
+  sepp dlq list|requeue|purge [--queue Q | --all | ID...]   the dead letter
   sepp bench enqueue [flags]                    measure keyed enqueue throughput
   sepp version
 
@@ -90,10 +94,35 @@ func run(args []string, stdout, stderr io.Writer) error {
 		case "release":
 			return runKeyRelease(r, stdout, stderr)
 		}
+	case "queues":
+		return runQueues(rest, stdout, stderr)
+	case "queue":
+		switch s, r := sub(); s {
+		case "pause":
+			return runQueuePause(r, stdout, stderr, true)
+		case "resume":
+			return runQueuePause(r, stdout, stderr, false)
+		}
+	case "jobs":
+		switch s, r := sub(); s {
+		case "list":
+			return runJobsList(r, stdout, stderr)
+		}
+	case "dlq":
+		switch s, r := sub(); s {
+		case "list":
+			return runDLQList(r, stdout, stderr)
+		case "requeue":
+			return runDLQ("requeue", r, stdout, stderr)
+		case "purge":
+			return runDLQ("purge", r, stdout, stderr)
+		}
 	case "bench":
 		switch s, r := sub(); s {
 		case "enqueue":
 			return runBenchEnqueue(r, stdout, stderr)
+		case "e2e":
+			return runBenchE2E(r, stdout, stderr)
 		}
 	case "version", "--version":
 		fmt.Fprintln(stdout, "sepp", version)
