@@ -93,6 +93,7 @@ type Worker struct {
 	cfg      Config
 	mu       sync.Mutex
 	handlers map[string]Handler
+	fallback Handler // HandleAll
 }
 
 // New returns a Worker that uses client.
@@ -107,10 +108,20 @@ func (w *Worker) Handle(jobType string, h Handler) {
 	w.handlers[jobType] = h
 }
 
+// HandleAll registers h for every job type without a handler of its own.
+func (w *Worker) HandleAll(h Handler) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.fallback = h
+}
+
 func (w *Worker) handler(jobType string) Handler {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.handlers[jobType]
+	if h, ok := w.handlers[jobType]; ok {
+		return h
+	}
+	return w.fallback
 }
 
 // Run reserves and runs jobs until ctx ends, then shuts down gracefully: it

@@ -21,15 +21,40 @@ import (
 	"github.com/sepp-dev/sepp/internal/store/sqlite"
 )
 
-// buildSepp builds the real binary once per test run.
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+	binDir  string
+)
+
+// buildSepp builds the real binary once per test run; TestMain removes it.
 func buildSepp(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sepp")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "sepp-bin-")
+		if binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "sepp")
+		var out []byte
+		out, binErr = exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if binErr != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", binErr, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return bin
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 func freePort(t *testing.T) string {
@@ -48,13 +73,14 @@ type serverProcess struct {
 	bin  string
 	addr string
 	data string
+	args []string // extra arguments to serve
 	log  *os.File
 	cmd  *exec.Cmd
 }
 
 func (p *serverProcess) start() {
 	p.t.Helper()
-	cmd := exec.Command(p.bin, "serve", "--log-level", "warn")
+	cmd := exec.Command(p.bin, append([]string{"serve", "--log-level", "warn"}, p.args...)...)
 	cmd.Env = append(os.Environ(), "SEPP_LISTEN="+p.addr, "SEPP_STORAGE_PATH="+p.data)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {

@@ -32,6 +32,8 @@ Usage:
   sepp jobs list [--queue Q] [--state S]        list jobs
   sepp dlq list|requeue|purge [--queue Q | --all | ID...]   the dead letter
   sepp bench enqueue [flags]                    measure keyed enqueue throughput
+  sepp bench e2e [flags]                        measure enqueue-to-completion throughput
+  sepp bench worker --queues Q [flags]          a no-op worker process, for load and crash tests
   sepp version
 
 Client commands take --addr (default http://127.0.0.1:50051, env SEPP_ADDR)
@@ -123,6 +125,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return runBenchEnqueue(r, stdout, stderr)
 		case "e2e":
 			return runBenchE2E(r, stdout, stderr)
+		case "worker":
+			return runBenchWorker(r, stdout, stderr)
 		}
 	case "version", "--version":
 		fmt.Fprintln(stdout, "sepp", version)

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/worker"
+)
+
+// runBenchWorker is a worker process with a no-op handler (optionally
+// sleeping) for every job type: the worker side of load and crash tests. It
+// runs until SIGINT or SIGTERM, then shuts down gracefully.
+func runBenchWorker(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sepp bench worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", envOr("SEPP_ADDR", defaultAddr), "server address (env SEPP_ADDR)")
+	queues := fs.String("queues", "", "comma-separated queues to work on (required)")
+	c := fs.Int("c", 16, "worker goroutines")
+	sleep := fs.Duration("sleep", 0, "how long each job's handler sleeps")
+	record := fs.String("record", "", "append a line \"JOB_ID ATTEMPT LEASE_TOKEN\" to this `file` when a handler starts")
+	if _, err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if *queues == "" {
+		fmt.Fprintln(stderr, "usage: sepp bench worker --queues Q[,Q...] [-c 16] [--sleep 0] [--record FILE]")
+		return exitCode(2)
+	}
+	var rec *os.File
+	if *record != "" {
+		f, err := os.OpenFile(*record, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		rec = f
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	client, err := sepp.Connect(ctx, *addr)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w := worker.New(client, worker.Config{Queues: strings.Split(*queues, ","), Concurrency: *c, Wait: time.Second, Logger: logger})
+	var mu sync.Mutex
+	w.HandleAll(func(ctx context.Context, j *worker.Job) ([]byte, error) {
+		if rec != nil {
+			mu.Lock()
+			fmt.Fprintf(rec, "%s %d %s\n", j.ID, j.Attempt, j.LeaseToken)
+			mu.Unlock()
+		}
+		if *sleep > 0 {
+			t := time.NewTimer(*sleep)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return nil, nil
+	})
+	fmt.Fprintln(stdout, "worker: running")
+	return w.Run(ctx)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
