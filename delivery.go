@@ -101,3 +101,33 @@ func (c *Client) ExtendLease(ctx context.Context, jobID, leaseToken string, leas
 	}
 	return res.GetLeaseExpiresAt().AsTime(), nil
 }
+
+// Completion is one job to complete in a CompleteBatch.
+type Completion struct {
+	JobID      string
+	LeaseToken string
+	Result     []byte
+}
+
+// CompleteBatch completes many jobs in one RPC, each judged alone, and
+// returns one error per job (nil, or an *Error such as ErrLeaseLost).
+func (c *Client) CompleteBatch(ctx context.Context, completions []Completion) ([]error, error) {
+	req := &seppv1.CompleteBatchRequest{Completions: make([]*seppv1.CompleteRequest, len(completions))}
+	for i, cm := range completions {
+		req.Completions[i] = &seppv1.CompleteRequest{JobId: cm.JobID, LeaseToken: cm.LeaseToken, Result: cm.Result}
+	}
+	res, err := c.workers.CompleteBatch(ctx, req)
+	if err != nil {
+		return nil, fromRPC(ctx, err)
+	}
+	if len(res.GetResults()) != len(completions) {
+		return nil, &Error{Code: "internal", Reason: ErrInternal.Error(), Message: "server answered a batch with the wrong number of results", Index: -1}
+	}
+	errs := make([]error, len(completions))
+	for i, r := range res.GetResults() {
+		if e := r.GetError(); e != nil {
+			errs[i] = &Error{Code: e.GetCode(), Reason: e.GetReason(), Message: e.GetMessage(), Index: -1}
+		}
+	}
+	return errs, nil
+}

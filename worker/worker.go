@@ -94,11 +94,12 @@ type Worker struct {
 	mu       sync.Mutex
 	handlers map[string]Handler
 	fallback Handler // HandleAll
+	done     completer
 }
 
 // New returns a Worker that uses client.
 func New(client *sepp.Client, cfg Config) *Worker {
-	return &Worker{client: client, cfg: cfg.withDefaults(), handlers: map[string]Handler{}}
+	return &Worker{client: client, cfg: cfg.withDefaults(), handlers: map[string]Handler{}, done: completer{client: client}}
 }
 
 // Handle registers h for jobs of jobType. Register before Run.
@@ -225,7 +226,7 @@ func (w *Worker) run(ctx context.Context, log *slog.Logger, r sepp.Reservation) 
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer rcancel()
 	if err == nil {
-		if err := w.client.Complete(rctx, job.ID, job.LeaseToken, result); err != nil {
+		if err := w.done.complete(rctx, sepp.Completion{JobID: job.ID, LeaseToken: job.LeaseToken, Result: result}); err != nil {
 			log.Warn("complete failed; the job will be delivered again", "err", err)
 		}
 		return

@@ -43,15 +43,11 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	if *n < 1 || *c < 1 || *dup < 0 || *dup >= 1 || *payloadSize < 0 {
 		return errors.New("want -n >= 1, -c >= 1, 0 <= -dup < 1, -payload >= 0")
@@ -247,6 +243,23 @@ func (c *commitStats) String() string {
 	return fmt.Sprintf("%d group commits, %.1f calls and %.1f jobs each, %v per commit on average",
 		c.commits.Load(), float64(c.ops.Load())/float64(n), float64(c.jobs.Load())/float64(n),
 		time.Duration(c.nanos.Load()/n).Round(time.Microsecond))
+}
+
+// startCPUProfile profiles this process into file until the returned
+// function is called.
+func startCPUProfile(file string) (func(), error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 func randomHex(n int) string {

@@ -28,8 +28,16 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 	producers := fs.Int("p", 32, "concurrent producers")
 	c := fs.Int("c", 64, "worker goroutines")
 	payloadSize := fs.Int("payload", 256, "payload size in bytes")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process to `file`")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if *n < 1 || *producers < 1 || *c < 1 {
 		return errors.New("want -n, -p and -c >= 1")
@@ -120,7 +128,7 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("only %d of %d jobs completed after 10 minutes", done, *n)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // ListQueues scans the jobs: look rarely
 	}
 	processed := time.Since(begin)
 

@@ -119,3 +119,12 @@ func grpcError(err error) error {
 	}
 	return st.Err()
 }
+
+// codeOf parses a Connect code name; unknown names are Internal.
+func codeOf(name string) connect.Code {
+	var c connect.Code
+	if err := c.UnmarshalText([]byte(name)); err != nil {
+		return connect.CodeInternal
+	}
+	return c
+}

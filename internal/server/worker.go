@@ -141,20 +141,54 @@ func leaseLost(err error) error {
 }
 
 func (w *workerService) Complete(ctx context.Context, req *seppv1.CompleteRequest) (*seppv1.CompleteResponse, error) {
-	id, token, aerr := parseLease(req.GetJobId(), req.GetLeaseToken())
-	if aerr != nil {
-		return nil, aerr
-	}
-	if n, max := len(req.GetResult()), w.s.cfg.Server.MaxPayloadBytes; int64(n) > max {
-		return nil, newError(connect.CodeInvalidArgument, ReasonPayloadTooLarge,
-			"result is %d bytes; the limit is %d (max_payload_bytes): store large results elsewhere and return a reference", n, max)
-	}
-	err := w.s.store.Complete(ctx, &store.CompleteParams{ID: id, LeaseToken: token, Result: req.GetResult(), Now: w.s.now()})
+	res, err := w.CompleteBatch(ctx, &seppv1.CompleteBatchRequest{Completions: []*seppv1.CompleteRequest{req}})
 	if err != nil {
-		return nil, leaseLost(err)
+		return nil, err
 	}
-	w.s.metrics.completions.WithLabelValues("completed").Inc()
+	if e := res.GetResults()[0].GetError(); e != nil {
+		return nil, &apiError{code: codeOf(e.GetCode()), reason: e.GetReason(), msg: e.GetMessage()}
+	}
 	return &seppv1.CompleteResponse{}, nil
+}
+
+func (w *workerService) CompleteBatch(ctx context.Context, req *seppv1.CompleteBatchRequest) (*seppv1.CompleteBatchResponse, error) {
+	s := w.s
+	if n, max := len(req.GetCompletions()), s.cfg.Server.MaxBatchSize; n > max {
+		return nil, newError(connect.CodeInvalidArgument, ReasonBatchTooLarge,
+			"batch has %d completions; the limit is %d (max_batch_size): split it", n, max)
+	}
+	results := make([]*seppv1.CompleteBatchResult, len(req.GetCompletions()))
+	jobs := make([]store.CompletedJob, 0, len(results))
+	index := make([]int, 0, len(results))
+	for i, c := range req.GetCompletions() {
+		results[i] = &seppv1.CompleteBatchResult{}
+		id, token, aerr := parseLease(c.GetJobId(), c.GetLeaseToken())
+		if aerr == nil && int64(len(c.GetResult())) > s.cfg.Server.MaxPayloadBytes {
+			aerr = newError(connect.CodeInvalidArgument, ReasonPayloadTooLarge,
+				"result is %d bytes; the limit is %d (max_payload_bytes): store large results elsewhere and return a reference",
+				len(c.GetResult()), s.cfg.Server.MaxPayloadBytes)
+		}
+		if aerr != nil {
+			results[i].Error = itemError(aerr).GetError()
+			continue
+		}
+		jobs = append(jobs, store.CompletedJob{ID: id, LeaseToken: token, Result: c.GetResult()})
+		index = append(index, i)
+	}
+	if len(jobs) > 0 {
+		errs, err := s.store.Complete(ctx, &store.CompleteParams{Jobs: jobs, Now: s.now()})
+		if err != nil {
+			return nil, err
+		}
+		for k, err := range errs {
+			if err != nil {
+				results[index[k]].Error = itemError(toAPIError(leaseLost(err))).GetError()
+				continue
+			}
+			s.metrics.completions.WithLabelValues("completed").Inc()
+		}
+	}
+	return &seppv1.CompleteBatchResponse{Results: results}, nil
 }
 
 func (w *workerService) Fail(ctx context.Context, req *seppv1.FailRequest) (*seppv1.FailResponse, error) {

@@ -255,9 +255,10 @@ type Worker interface {
 	// run-at, then enqueue order, skipping paused queues. Expired leases are
 	// released first (see ExpireLeases).
 	Reserve(ctx context.Context, params *ReserveParams) ([]ReservedJob, error)
-	// Complete finishes a reserved job. A stale token gets ErrLeaseLost and
-	// changes nothing.
-	Complete(ctx context.Context, params *CompleteParams) error
+	// Complete finishes reserved jobs, each judged alone, and returns one
+	// error per job: nil, or ErrLeaseLost for a stale token, which changes
+	// nothing.
+	Complete(ctx context.Context, params *CompleteParams) ([]error, error)
 	// Fail records a failed attempt: the job is rescheduled at RetryAt, or
 	// dead-lettered when it was permanent or its attempts ran out.
 	Fail(ctx context.Context, params *FailParams) (*FailResult, error)
@@ -283,10 +284,15 @@ type ReservedJob struct {
 
 // CompleteParams are the parameters of Store.Complete.
 type CompleteParams struct {
+	Jobs []CompletedJob
+	Now  time.Time
+}
+
+// CompletedJob is one job to complete.
+type CompletedJob struct {
 	ID         JobID
 	LeaseToken LeaseToken
 	Result     []byte
-	Now        time.Time
 }
 
 // FailParams are the parameters of Store.Fail.

@@ -316,6 +316,140 @@ func (*CompleteResponse) Descriptor() ([]byte, []int) {
 	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
+type CompleteBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Completions   []*CompleteRequest     `protobuf:"bytes,1,rep,name=completions,proto3" json:"completions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteBatchRequest) Reset() {
+	*x = CompleteBatchRequest{}
+	mi := &file_sepp_v1_worker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteBatchRequest) ProtoMessage() {}
+
+func (x *CompleteBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_worker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteBatchRequest.ProtoReflect.Descriptor instead.
+func (*CompleteBatchRequest) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CompleteBatchRequest) GetCompletions() []*CompleteRequest {
+	if x != nil {
+		return x.Completions
+	}
+	return nil
+}
+
+type CompleteBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per completion, in order.
+	Results       []*CompleteBatchResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteBatchResponse) Reset() {
+	*x = CompleteBatchResponse{}
+	mi := &file_sepp_v1_worker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteBatchResponse) ProtoMessage() {}
+
+func (x *CompleteBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_worker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteBatchResponse.ProtoReflect.Descriptor instead.
+func (*CompleteBatchResponse) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CompleteBatchResponse) GetResults() []*CompleteBatchResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type CompleteBatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unset: completed. Set: why not (LEASE_LOST for a stale token).
+	Error         *BatchItemError `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteBatchResult) Reset() {
+	*x = CompleteBatchResult{}
+	mi := &file_sepp_v1_worker_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteBatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteBatchResult) ProtoMessage() {}
+
+func (x *CompleteBatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_worker_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteBatchResult.ProtoReflect.Descriptor instead.
+func (*CompleteBatchResult) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CompleteBatchResult) GetError() *BatchItemError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 type FailRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -329,7 +463,7 @@ type FailRequest struct {
 
 func (x *FailRequest) Reset() {
 	*x = FailRequest{}
-	mi := &file_sepp_v1_worker_proto_msgTypes[5]
+	mi := &file_sepp_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -341,7 +475,7 @@ func (x *FailRequest) String() string {
 func (*FailRequest) ProtoMessage() {}
 
 func (x *FailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sepp_v1_worker_proto_msgTypes[5]
+	mi := &file_sepp_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -354,7 +488,7 @@ func (x *FailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailRequest.ProtoReflect.Descriptor instead.
 func (*FailRequest) Descriptor() ([]byte, []int) {
-	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FailRequest) GetJobId() string {
@@ -402,7 +536,7 @@ type FailResponse struct {
 
 func (x *FailResponse) Reset() {
 	*x = FailResponse{}
-	mi := &file_sepp_v1_worker_proto_msgTypes[6]
+	mi := &file_sepp_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +548,7 @@ func (x *FailResponse) String() string {
 func (*FailResponse) ProtoMessage() {}
 
 func (x *FailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sepp_v1_worker_proto_msgTypes[6]
+	mi := &file_sepp_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +561,7 @@ func (x *FailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailResponse.ProtoReflect.Descriptor instead.
 func (*FailResponse) Descriptor() ([]byte, []int) {
-	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FailResponse) GetState() JobState {
@@ -455,7 +589,7 @@ type ExtendLeaseRequest struct {
 
 func (x *ExtendLeaseRequest) Reset() {
 	*x = ExtendLeaseRequest{}
-	mi := &file_sepp_v1_worker_proto_msgTypes[7]
+	mi := &file_sepp_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +601,7 @@ func (x *ExtendLeaseRequest) String() string {
 func (*ExtendLeaseRequest) ProtoMessage() {}
 
 func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sepp_v1_worker_proto_msgTypes[7]
+	mi := &file_sepp_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +614,7 @@ func (x *ExtendLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExtendLeaseRequest) GetJobId() string {
@@ -513,7 +647,7 @@ type ExtendLeaseResponse struct {
 
 func (x *ExtendLeaseResponse) Reset() {
 	*x = ExtendLeaseResponse{}
-	mi := &file_sepp_v1_worker_proto_msgTypes[8]
+	mi := &file_sepp_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +659,7 @@ func (x *ExtendLeaseResponse) String() string {
 func (*ExtendLeaseResponse) ProtoMessage() {}
 
 func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sepp_v1_worker_proto_msgTypes[8]
+	mi := &file_sepp_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +672,7 @@ func (x *ExtendLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ExtendLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExtendLeaseResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -573,7 +707,13 @@ const file_sepp_v1_worker_proto_rawDesc = "" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\"\x12\n" +
-	"\x10CompleteResponse\"\xb7\x01\n" +
+	"\x10CompleteResponse\"R\n" +
+	"\x14CompleteBatchRequest\x12:\n" +
+	"\vcompletions\x18\x01 \x03(\v2\x18.sepp.v1.CompleteRequestR\vcompletions\"O\n" +
+	"\x15CompleteBatchResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.sepp.v1.CompleteBatchResultR\aresults\"D\n" +
+	"\x13CompleteBatchResult\x12-\n" +
+	"\x05error\x18\x01 \x01(\v2\x17.sepp.v1.BatchItemErrorR\x05error\"\xb7\x01\n" +
 	"\vFailRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
@@ -591,10 +731,11 @@ const file_sepp_v1_worker_proto_rawDesc = "" +
 	"leaseToken\x12\x19\n" +
 	"\blease_ms\x18\x03 \x01(\x03R\aleaseMs\"[\n" +
 	"\x13ExtendLeaseResponse\x12D\n" +
-	"\x10lease_expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt2\x95\x02\n" +
+	"\x10lease_expires_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt2\xe7\x02\n" +
 	"\rWorkerService\x12>\n" +
 	"\aReserve\x12\x17.sepp.v1.ReserveRequest\x1a\x18.sepp.v1.ReserveResponse\"\x00\x12A\n" +
-	"\bComplete\x12\x18.sepp.v1.CompleteRequest\x1a\x19.sepp.v1.CompleteResponse\"\x00\x125\n" +
+	"\bComplete\x12\x18.sepp.v1.CompleteRequest\x1a\x19.sepp.v1.CompleteResponse\"\x00\x12P\n" +
+	"\rCompleteBatch\x12\x1d.sepp.v1.CompleteBatchRequest\x1a\x1e.sepp.v1.CompleteBatchResponse\"\x00\x125\n" +
 	"\x04Fail\x12\x14.sepp.v1.FailRequest\x1a\x15.sepp.v1.FailResponse\"\x00\x12J\n" +
 	"\vExtendLease\x12\x1b.sepp.v1.ExtendLeaseRequest\x1a\x1c.sepp.v1.ExtendLeaseResponse\"\x00B-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3"
 
@@ -610,41 +751,50 @@ func file_sepp_v1_worker_proto_rawDescGZIP() []byte {
 	return file_sepp_v1_worker_proto_rawDescData
 }
 
-var file_sepp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_sepp_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_sepp_v1_worker_proto_goTypes = []any{
 	(*ReserveRequest)(nil),        // 0: sepp.v1.ReserveRequest
 	(*ReserveResponse)(nil),       // 1: sepp.v1.ReserveResponse
 	(*ReservedJob)(nil),           // 2: sepp.v1.ReservedJob
 	(*CompleteRequest)(nil),       // 3: sepp.v1.CompleteRequest
 	(*CompleteResponse)(nil),      // 4: sepp.v1.CompleteResponse
-	(*FailRequest)(nil),           // 5: sepp.v1.FailRequest
-	(*FailResponse)(nil),          // 6: sepp.v1.FailResponse
-	(*ExtendLeaseRequest)(nil),    // 7: sepp.v1.ExtendLeaseRequest
-	(*ExtendLeaseResponse)(nil),   // 8: sepp.v1.ExtendLeaseResponse
-	(*Job)(nil),                   // 9: sepp.v1.Job
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(JobState)(0),                 // 11: sepp.v1.JobState
+	(*CompleteBatchRequest)(nil),  // 5: sepp.v1.CompleteBatchRequest
+	(*CompleteBatchResponse)(nil), // 6: sepp.v1.CompleteBatchResponse
+	(*CompleteBatchResult)(nil),   // 7: sepp.v1.CompleteBatchResult
+	(*FailRequest)(nil),           // 8: sepp.v1.FailRequest
+	(*FailResponse)(nil),          // 9: sepp.v1.FailResponse
+	(*ExtendLeaseRequest)(nil),    // 10: sepp.v1.ExtendLeaseRequest
+	(*ExtendLeaseResponse)(nil),   // 11: sepp.v1.ExtendLeaseResponse
+	(*Job)(nil),                   // 12: sepp.v1.Job
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*BatchItemError)(nil),        // 14: sepp.v1.BatchItemError
+	(JobState)(0),                 // 15: sepp.v1.JobState
 }
 var file_sepp_v1_worker_proto_depIdxs = []int32{
 	2,  // 0: sepp.v1.ReserveResponse.jobs:type_name -> sepp.v1.ReservedJob
-	9,  // 1: sepp.v1.ReservedJob.job:type_name -> sepp.v1.Job
-	10, // 2: sepp.v1.ReservedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
-	11, // 3: sepp.v1.FailResponse.state:type_name -> sepp.v1.JobState
-	10, // 4: sepp.v1.FailResponse.next_run_at:type_name -> google.protobuf.Timestamp
-	10, // 5: sepp.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 6: sepp.v1.WorkerService.Reserve:input_type -> sepp.v1.ReserveRequest
-	3,  // 7: sepp.v1.WorkerService.Complete:input_type -> sepp.v1.CompleteRequest
-	5,  // 8: sepp.v1.WorkerService.Fail:input_type -> sepp.v1.FailRequest
-	7,  // 9: sepp.v1.WorkerService.ExtendLease:input_type -> sepp.v1.ExtendLeaseRequest
-	1,  // 10: sepp.v1.WorkerService.Reserve:output_type -> sepp.v1.ReserveResponse
-	4,  // 11: sepp.v1.WorkerService.Complete:output_type -> sepp.v1.CompleteResponse
-	6,  // 12: sepp.v1.WorkerService.Fail:output_type -> sepp.v1.FailResponse
-	8,  // 13: sepp.v1.WorkerService.ExtendLease:output_type -> sepp.v1.ExtendLeaseResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	12, // 1: sepp.v1.ReservedJob.job:type_name -> sepp.v1.Job
+	13, // 2: sepp.v1.ReservedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 3: sepp.v1.CompleteBatchRequest.completions:type_name -> sepp.v1.CompleteRequest
+	7,  // 4: sepp.v1.CompleteBatchResponse.results:type_name -> sepp.v1.CompleteBatchResult
+	14, // 5: sepp.v1.CompleteBatchResult.error:type_name -> sepp.v1.BatchItemError
+	15, // 6: sepp.v1.FailResponse.state:type_name -> sepp.v1.JobState
+	13, // 7: sepp.v1.FailResponse.next_run_at:type_name -> google.protobuf.Timestamp
+	13, // 8: sepp.v1.ExtendLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 9: sepp.v1.WorkerService.Reserve:input_type -> sepp.v1.ReserveRequest
+	3,  // 10: sepp.v1.WorkerService.Complete:input_type -> sepp.v1.CompleteRequest
+	5,  // 11: sepp.v1.WorkerService.CompleteBatch:input_type -> sepp.v1.CompleteBatchRequest
+	8,  // 12: sepp.v1.WorkerService.Fail:input_type -> sepp.v1.FailRequest
+	10, // 13: sepp.v1.WorkerService.ExtendLease:input_type -> sepp.v1.ExtendLeaseRequest
+	1,  // 14: sepp.v1.WorkerService.Reserve:output_type -> sepp.v1.ReserveResponse
+	4,  // 15: sepp.v1.WorkerService.Complete:output_type -> sepp.v1.CompleteResponse
+	6,  // 16: sepp.v1.WorkerService.CompleteBatch:output_type -> sepp.v1.CompleteBatchResponse
+	9,  // 17: sepp.v1.WorkerService.Fail:output_type -> sepp.v1.FailResponse
+	11, // 18: sepp.v1.WorkerService.ExtendLease:output_type -> sepp.v1.ExtendLeaseResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_sepp_v1_worker_proto_init() }
@@ -653,14 +803,14 @@ func file_sepp_v1_worker_proto_init() {
 		return
 	}
 	file_sepp_v1_job_proto_init()
-	file_sepp_v1_worker_proto_msgTypes[5].OneofWrappers = []any{}
+	file_sepp_v1_worker_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sepp_v1_worker_proto_rawDesc), len(file_sepp_v1_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

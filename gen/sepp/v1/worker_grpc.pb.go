@@ -19,10 +19,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WorkerService_Reserve_FullMethodName     = "/sepp.v1.WorkerService/Reserve"
-	WorkerService_Complete_FullMethodName    = "/sepp.v1.WorkerService/Complete"
-	WorkerService_Fail_FullMethodName        = "/sepp.v1.WorkerService/Fail"
-	WorkerService_ExtendLease_FullMethodName = "/sepp.v1.WorkerService/ExtendLease"
+	WorkerService_Reserve_FullMethodName       = "/sepp.v1.WorkerService/Reserve"
+	WorkerService_Complete_FullMethodName      = "/sepp.v1.WorkerService/Complete"
+	WorkerService_CompleteBatch_FullMethodName = "/sepp.v1.WorkerService/CompleteBatch"
+	WorkerService_Fail_FullMethodName          = "/sepp.v1.WorkerService/Fail"
+	WorkerService_ExtendLease_FullMethodName   = "/sepp.v1.WorkerService/ExtendLease"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -36,6 +37,9 @@ type WorkerServiceClient interface {
 	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
 	// Complete finishes a job. It needs the lease token that holds the lease.
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
+	// CompleteBatch finishes many jobs in one call, each judged alone; all are
+	// durable together when it returns.
+	CompleteBatch(ctx context.Context, in *CompleteBatchRequest, opts ...grpc.CallOption) (*CompleteBatchResponse, error)
 	// Fail records a failed attempt; the job is retried or dead-lettered.
 	Fail(ctx context.Context, in *FailRequest, opts ...grpc.CallOption) (*FailResponse, error)
 	// ExtendLease keeps a lease alive while a handler runs.
@@ -64,6 +68,16 @@ func (c *workerServiceClient) Complete(ctx context.Context, in *CompleteRequest,
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CompleteResponse)
 	err := c.cc.Invoke(ctx, WorkerService_Complete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workerServiceClient) CompleteBatch(ctx context.Context, in *CompleteBatchRequest, opts ...grpc.CallOption) (*CompleteBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CompleteBatchResponse)
+	err := c.cc.Invoke(ctx, WorkerService_CompleteBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +115,9 @@ type WorkerServiceServer interface {
 	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
 	// Complete finishes a job. It needs the lease token that holds the lease.
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
+	// CompleteBatch finishes many jobs in one call, each judged alone; all are
+	// durable together when it returns.
+	CompleteBatch(context.Context, *CompleteBatchRequest) (*CompleteBatchResponse, error)
 	// Fail records a failed attempt; the job is retried or dead-lettered.
 	Fail(context.Context, *FailRequest) (*FailResponse, error)
 	// ExtendLease keeps a lease alive while a handler runs.
@@ -120,6 +137,9 @@ func (UnimplementedWorkerServiceServer) Reserve(context.Context, *ReserveRequest
 }
 func (UnimplementedWorkerServiceServer) Complete(context.Context, *CompleteRequest) (*CompleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Complete not implemented")
+}
+func (UnimplementedWorkerServiceServer) CompleteBatch(context.Context, *CompleteBatchRequest) (*CompleteBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CompleteBatch not implemented")
 }
 func (UnimplementedWorkerServiceServer) Fail(context.Context, *FailRequest) (*FailResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Fail not implemented")
@@ -184,6 +204,24 @@ func _WorkerService_Complete_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_CompleteBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CompleteBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).CompleteBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_CompleteBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).CompleteBatch(ctx, req.(*CompleteBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _WorkerService_Fail_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FailRequest)
 	if err := dec(in); err != nil {
@@ -234,6 +272,10 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Complete",
 			Handler:    _WorkerService_Complete_Handler,
+		},
+		{
+			MethodName: "CompleteBatch",
+			Handler:    _WorkerService_CompleteBatch_Handler,
 		},
 		{
 			MethodName: "Fail",

@@ -40,7 +40,7 @@ func selectDedupSQL(keys int) string {
 
 // hotQueries are prepared once at Open: every shape the enqueue path uses.
 func hotQueries() []string {
-	qs := []string{addHitsSQL}
+	qs := []string{addHitsSQL, completeSQL, reserveJobSQL}
 	for n := maxRowsPerStatement; n >= 1; n /= 2 {
 		qs = append(qs, insertJobsSQL(n), insertDedupSQL(n), selectDedupSQL(n))
 	}

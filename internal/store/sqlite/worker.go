@@ -8,9 +8,18 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// The job states as SQL literals, for queries that must match the WHERE of a
+// partial index.
+var (
+	stateScheduled = strconv.Itoa(int(store.JobStateScheduled))
+	stateAvailable = strconv.Itoa(int(store.JobStateAvailable))
+	stateReserved  = strconv.Itoa(int(store.JobStateReserved))
 )
 
 // leaseExpiredError is the last_error of a job dead-lettered because its
@@ -20,14 +29,15 @@ const leaseExpiredError = "lease expired"
 // expireLeases releases every lease that ended at or before now: the job is
 // deliverable again, or dead when that lease was its last attempt.
 func expireLeases(ctx context.Context, tx *sql.Tx, now int64) (int64, error) {
+	// The state is a literal, not a parameter: SQLite uses a partial index
+	// (jobs_leases, WHERE state = 3) only when the query's WHERE implies it.
 	r, err := tx.ExecContext(ctx, `UPDATE jobs SET
   state = CASE WHEN attempts >= max_attempts THEN ? ELSE ? END,
   finalized_at = CASE WHEN attempts >= max_attempts THEN ? ELSE NULL END,
   last_error = CASE WHEN attempts >= max_attempts THEN ? ELSE last_error END,
   run_at = ?, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
- WHERE state = ? AND lease_expires_at <= ?`,
-		int(store.JobStateDead), int(store.JobStateAvailable), now, leaseExpiredError, now,
-		int(store.JobStateReserved), now)
+ WHERE state = `+stateReserved+` AND lease_expires_at <= ?`,
+		int(store.JobStateDead), int(store.JobStateAvailable), now, leaseExpiredError, now, now)
 	if err != nil {
 		return 0, err
 	}
@@ -48,12 +58,14 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 		if err != nil {
 			return err
 		}
+		st, err := s.stmts.get(ctx, tx, reserveJobSQL)
+		if err != nil {
+			return err
+		}
 		for _, id := range ids {
 			var token store.LeaseToken
 			rand.Read(token[:])
-			j, err := scanJob(tx.QueryRowContext(ctx, `UPDATE jobs SET state = ?, attempts = attempts + 1,
- lease_token = ?, lease_expires_at = ?, worker_id = ? WHERE id = ? RETURNING `+jobColumns,
-				int(store.JobStateReserved), token[:], expires, p.WorkerID, id[:]))
+			j, err := scanJob(st.QueryRowContext(ctx, int(store.JobStateReserved), token[:], expires, p.WorkerID, id[:]))
 			if err != nil {
 				return err
 			}
@@ -67,6 +79,9 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 	return out, nil
 }
 
+const reserveJobSQL = `UPDATE jobs SET state = ?, attempts = attempts + 1,
+ lease_token = ?, lease_expires_at = ?, worker_id = ? WHERE id = ? RETURNING ` + jobColumns
+
 // readyJobs returns the ids of up to max deliverable jobs of the unpaused
 // queues among queues, best first: each queue's best via the jobs_ready
 // index, then merged.
@@ -78,11 +93,12 @@ func readyJobs(ctx context.Context, tx *sql.Tx, queues []string, max int, now in
 	}
 	var all []cand
 	for _, q := range queues {
+		// Literal states, so the partial index jobs_ready applies.
 		rows, err := tx.QueryContext(ctx, `SELECT id, priority, run_at FROM jobs
- WHERE queue = ? AND state IN (?, ?) AND run_at <= ?
+ WHERE queue = ? AND state IN (`+stateScheduled+`, `+stateAvailable+`) AND run_at <= ?
    AND NOT EXISTS (SELECT 1 FROM queues WHERE name = ? AND paused = 1)
  ORDER BY priority DESC, run_at, id LIMIT ?`,
-			q, int(store.JobStateScheduled), int(store.JobStateAvailable), now, q, max)
+			q, now, q, max)
 		if err != nil {
 			return nil, err
 		}
@@ -139,18 +155,36 @@ func holdsLease(ctx context.Context, tx *sql.Tx, id store.JobID, token store.Lea
 	return nil
 }
 
-// Complete implements store.Worker.
-func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) error {
+// Complete implements store.Worker. One conditional UPDATE per job both
+// checks the lease and finishes the job: a stale token matches no row.
+func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]error, error) {
 	now := p.Now.UnixMicro()
-	return s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if err := holdsLease(ctx, tx, p.ID, p.LeaseToken, now); err != nil {
+	errs := make([]error, len(p.Jobs))
+	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		st, err := s.stmts.get(ctx, tx, completeSQL)
+		if err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, finalized_at = ?, result = ?, lease_token = NULL,
- lease_expires_at = NULL WHERE id = ?`, int(store.JobStateCompleted), now, p.Result, p.ID[:])
-		return err
+		for i, j := range p.Jobs {
+			r, err := st.ExecContext(ctx, int(store.JobStateCompleted), now, j.Result, j.ID[:], int(store.JobStateReserved), j.LeaseToken[:], now)
+			if err != nil {
+				return err
+			}
+			errs[i] = nil
+			if n, _ := r.RowsAffected(); n == 0 {
+				errs[i] = store.ErrLeaseLost
+			}
+		}
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
 }
+
+const completeSQL = `UPDATE jobs SET state = ?, finalized_at = ?, result = ?, lease_token = NULL, lease_expires_at = NULL
+ WHERE id = ? AND state = ? AND lease_token = ? AND lease_expires_at > ?`
 
 // Fail implements store.Worker.
 func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResult, error) {

@@ -53,7 +53,7 @@ func testListQueuesCounts(t *testing.T, s store.Store) {
 	future.RunAt = t0.Add(time.Hour)
 	enqueue(t, s, t0, job("q", "a"), job("q", "b"), job("q", "c"), future)
 	r := reserve(t, s, t0, 2, "q")
-	if err := s.Complete(ctx, &store.CompleteParams{ID: r[0].Job.ID, LeaseToken: r[0].LeaseToken, Now: t0}); err != nil {
+	if err := complete(s, r[0].Job.ID, r[0].LeaseToken, nil, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetQueuePaused(ctx, &store.SetQueuePausedParams{Queue: "q", Paused: true}); err != nil {

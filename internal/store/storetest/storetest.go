@@ -60,6 +60,7 @@ func Run(t *testing.T, open Opener) {
 		{"FailRetriesThenDead", testFailRetriesThenDead},
 		{"FailPermanent", testFailPermanent},
 		{"ExtendLease", testExtendLease},
+		{"CompleteBatch", testCompleteBatch},
 		{"ConcurrentReserveDeliversOnce", testConcurrentReserveDeliversOnce},
 		{"PausedQueue", testPausedQueue},
 		{"ListQueuesCounts", testListQueuesCounts},

@@ -86,7 +86,7 @@ func testLeaseFencing(t *testing.T, s store.Store) {
 	r := reserve(t, s, t0, 1, "q")[0]
 	stale := r.LeaseToken
 	stale[0] ^= 0xff
-	if err := s.Complete(ctx, &store.CompleteParams{ID: r.Job.ID, LeaseToken: stale, Now: t0}); !errors.Is(err, store.ErrLeaseLost) {
+	if err := complete(s, r.Job.ID, stale, nil, t0); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("Complete with a wrong token: %v", err)
 	}
 	if _, err := s.Fail(ctx, &store.FailParams{ID: r.Job.ID, LeaseToken: stale, Now: t0, RetryAt: at(t0)}); !errors.Is(err, store.ErrLeaseLost) {
@@ -98,14 +98,14 @@ func testLeaseFencing(t *testing.T, s store.Store) {
 	if j := getJob(t, s, r.Job.ID); j.State != store.JobStateReserved {
 		t.Fatalf("a stale token changed the job: %+v", j)
 	}
-	if err := s.Complete(ctx, &store.CompleteParams{ID: r.Job.ID, LeaseToken: r.LeaseToken, Result: []byte("ok"), Now: t0.Add(time.Second)}); err != nil {
+	if err := complete(s, r.Job.ID, r.LeaseToken, []byte("ok"), t0.Add(time.Second)); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 	j := getJob(t, s, r.Job.ID)
 	if j.State != store.JobStateCompleted || string(j.Result) != "ok" || !j.FinalizedAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("completed job: %+v", j)
 	}
-	if err := s.Complete(ctx, &store.CompleteParams{ID: r.Job.ID, LeaseToken: r.LeaseToken, Now: t0}); !errors.Is(err, store.ErrLeaseLost) {
+	if err := complete(s, r.Job.ID, r.LeaseToken, nil, t0); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("second Complete: %v", err)
 	}
 	l, err := lookup(t, s, t0, "q", "k")
@@ -115,7 +115,6 @@ func testLeaseFencing(t *testing.T, s store.Store) {
 }
 
 func testLeaseExpiryRedelivers(t *testing.T, s store.Store) {
-	ctx := context.Background()
 	enqueue(t, s, t0, job("q", ""))
 	first := reserve(t, s, t0, 1, "q")[0]
 	if got := reserve(t, s, t0.Add(lease-time.Millisecond), 1, "q"); len(got) != 0 {
@@ -126,7 +125,7 @@ func testLeaseExpiryRedelivers(t *testing.T, s store.Store) {
 		t.Fatalf("redelivery at lease end: %+v", second)
 	}
 	// The old lease is fenced off; the job is unchanged by it.
-	if err := s.Complete(ctx, &store.CompleteParams{ID: first.Job.ID, LeaseToken: first.LeaseToken, Now: t0.Add(lease)}); !errors.Is(err, store.ErrLeaseLost) {
+	if err := complete(s, first.Job.ID, first.LeaseToken, nil, t0.Add(lease)); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("late Complete from the old lease: %v", err)
 	}
 	if j := getJob(t, s, first.Job.ID); j.State != store.JobStateReserved || j.Attempts != 2 {
@@ -134,7 +133,7 @@ func testLeaseExpiryRedelivers(t *testing.T, s store.Store) {
 	}
 	// An expired lease is lost even before anyone reserves the job again.
 	third := reserve(t, s, t0.Add(2*lease), 1, "q")[0]
-	if err := s.Complete(ctx, &store.CompleteParams{ID: third.Job.ID, LeaseToken: third.LeaseToken, Now: t0.Add(3 * lease)}); !errors.Is(err, store.ErrLeaseLost) {
+	if err := complete(s, third.Job.ID, third.LeaseToken, nil, t0.Add(3*lease)); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("Complete after the lease ended: %v", err)
 	}
 }
@@ -215,7 +214,7 @@ func testExtendLease(t *testing.T, s store.Store) {
 	if got := reserve(t, s, t0.Add(40*time.Second), 1, "q"); len(got) != 0 {
 		t.Fatal("redelivered inside the extended lease")
 	}
-	if err := s.Complete(ctx, &store.CompleteParams{ID: r.Job.ID, LeaseToken: r.LeaseToken, Now: t0.Add(45 * time.Second)}); err != nil {
+	if err := complete(s, r.Job.ID, r.LeaseToken, nil, t0.Add(45*time.Second)); err != nil {
 		t.Fatalf("Complete inside the extended lease: %v", err)
 	}
 }
@@ -264,3 +263,34 @@ func testConcurrentReserveDeliversOnce(t *testing.T, s store.Store) {
 
 // at is a RetryAt that ignores the attempts.
 func at(t time.Time) func(int32) time.Time { return func(int32) time.Time { return t } }
+
+// complete completes one job and returns its own error.
+func complete(s store.Store, id store.JobID, token store.LeaseToken, result []byte, now time.Time) error {
+	errs, err := s.Complete(context.Background(), &store.CompleteParams{Now: now,
+		Jobs: []store.CompletedJob{{ID: id, LeaseToken: token, Result: result}}})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+func testCompleteBatch(t *testing.T, s store.Store) {
+	enqueue(t, s, t0, job("q", ""), job("q", ""), job("q", ""))
+	r := reserve(t, s, t0, 3, "q")
+	stale := r[1].LeaseToken
+	stale[3] ^= 1
+	errs, err := s.Complete(context.Background(), &store.CompleteParams{Now: t0, Jobs: []store.CompletedJob{
+		{ID: r[0].Job.ID, LeaseToken: r[0].LeaseToken, Result: []byte("a")},
+		{ID: r[1].Job.ID, LeaseToken: stale},
+		{ID: r[2].Job.ID, LeaseToken: r[2].LeaseToken},
+	}})
+	if err != nil || errs[0] != nil || !errors.Is(errs[1], store.ErrLeaseLost) || errs[2] != nil {
+		t.Fatalf("batch complete: %v %v", errs, err)
+	}
+	want := []store.JobState{store.JobStateCompleted, store.JobStateReserved, store.JobStateCompleted}
+	for i, w := range want {
+		if j := getJob(t, s, r[i].Job.ID); j.State != w {
+			t.Fatalf("job %d: %v, want %v", i, j.State, w)
+		}
+	}
+}

@@ -37,6 +37,9 @@ const (
 	WorkerServiceReserveProcedure = "/sepp.v1.WorkerService/Reserve"
 	// WorkerServiceCompleteProcedure is the fully-qualified name of the WorkerService's Complete RPC.
 	WorkerServiceCompleteProcedure = "/sepp.v1.WorkerService/Complete"
+	// WorkerServiceCompleteBatchProcedure is the fully-qualified name of the WorkerService's
+	// CompleteBatch RPC.
+	WorkerServiceCompleteBatchProcedure = "/sepp.v1.WorkerService/CompleteBatch"
 	// WorkerServiceFailProcedure is the fully-qualified name of the WorkerService's Fail RPC.
 	WorkerServiceFailProcedure = "/sepp.v1.WorkerService/Fail"
 	// WorkerServiceExtendLeaseProcedure is the fully-qualified name of the WorkerService's ExtendLease
@@ -51,6 +54,9 @@ type WorkerServiceClient interface {
 	Reserve(context.Context, *v1.ReserveRequest) (*v1.ReserveResponse, error)
 	// Complete finishes a job. It needs the lease token that holds the lease.
 	Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error)
+	// CompleteBatch finishes many jobs in one call, each judged alone; all are
+	// durable together when it returns.
+	CompleteBatch(context.Context, *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error)
 	// Fail records a failed attempt; the job is retried or dead-lettered.
 	Fail(context.Context, *v1.FailRequest) (*v1.FailResponse, error)
 	// ExtendLease keeps a lease alive while a handler runs.
@@ -80,6 +86,12 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(workerServiceMethods.ByName("Complete")),
 			connect.WithClientOptions(opts...),
 		),
+		completeBatch: connect.NewClient[v1.CompleteBatchRequest, v1.CompleteBatchResponse](
+			httpClient,
+			baseURL+WorkerServiceCompleteBatchProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("CompleteBatch")),
+			connect.WithClientOptions(opts...),
+		),
 		fail: connect.NewClient[v1.FailRequest, v1.FailResponse](
 			httpClient,
 			baseURL+WorkerServiceFailProcedure,
@@ -97,10 +109,11 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 
 // workerServiceClient implements WorkerServiceClient.
 type workerServiceClient struct {
-	reserve     *connect.Client[v1.ReserveRequest, v1.ReserveResponse]
-	complete    *connect.Client[v1.CompleteRequest, v1.CompleteResponse]
-	fail        *connect.Client[v1.FailRequest, v1.FailResponse]
-	extendLease *connect.Client[v1.ExtendLeaseRequest, v1.ExtendLeaseResponse]
+	reserve       *connect.Client[v1.ReserveRequest, v1.ReserveResponse]
+	complete      *connect.Client[v1.CompleteRequest, v1.CompleteResponse]
+	completeBatch *connect.Client[v1.CompleteBatchRequest, v1.CompleteBatchResponse]
+	fail          *connect.Client[v1.FailRequest, v1.FailResponse]
+	extendLease   *connect.Client[v1.ExtendLeaseRequest, v1.ExtendLeaseResponse]
 }
 
 // Reserve calls sepp.v1.WorkerService.Reserve.
@@ -115,6 +128,15 @@ func (c *workerServiceClient) Reserve(ctx context.Context, req *v1.ReserveReques
 // Complete calls sepp.v1.WorkerService.Complete.
 func (c *workerServiceClient) Complete(ctx context.Context, req *v1.CompleteRequest) (*v1.CompleteResponse, error) {
 	response, err := c.complete.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// CompleteBatch calls sepp.v1.WorkerService.CompleteBatch.
+func (c *workerServiceClient) CompleteBatch(ctx context.Context, req *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error) {
+	response, err := c.completeBatch.CallUnary(ctx, connect.NewRequest(req))
 	if response != nil {
 		return response.Msg, err
 	}
@@ -146,6 +168,9 @@ type WorkerServiceHandler interface {
 	Reserve(context.Context, *v1.ReserveRequest) (*v1.ReserveResponse, error)
 	// Complete finishes a job. It needs the lease token that holds the lease.
 	Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error)
+	// CompleteBatch finishes many jobs in one call, each judged alone; all are
+	// durable together when it returns.
+	CompleteBatch(context.Context, *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error)
 	// Fail records a failed attempt; the job is retried or dead-lettered.
 	Fail(context.Context, *v1.FailRequest) (*v1.FailResponse, error)
 	// ExtendLease keeps a lease alive while a handler runs.
@@ -171,6 +196,12 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(workerServiceMethods.ByName("Complete")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceCompleteBatchHandler := connect.NewUnaryHandlerSimple(
+		WorkerServiceCompleteBatchProcedure,
+		svc.CompleteBatch,
+		connect.WithSchema(workerServiceMethods.ByName("CompleteBatch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	workerServiceFailHandler := connect.NewUnaryHandlerSimple(
 		WorkerServiceFailProcedure,
 		svc.Fail,
@@ -189,6 +220,8 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 			workerServiceReserveHandler.ServeHTTP(w, r)
 		case WorkerServiceCompleteProcedure:
 			workerServiceCompleteHandler.ServeHTTP(w, r)
+		case WorkerServiceCompleteBatchProcedure:
+			workerServiceCompleteBatchHandler.ServeHTTP(w, r)
 		case WorkerServiceFailProcedure:
 			workerServiceFailHandler.ServeHTTP(w, r)
 		case WorkerServiceExtendLeaseProcedure:
@@ -208,6 +241,10 @@ func (UnimplementedWorkerServiceHandler) Reserve(context.Context, *v1.ReserveReq
 
 func (UnimplementedWorkerServiceHandler) Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.WorkerService.Complete is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) CompleteBatch(context.Context, *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.WorkerService.CompleteBatch is not implemented"))
 }
 
 func (UnimplementedWorkerServiceHandler) Fail(context.Context, *v1.FailRequest) (*v1.FailResponse, error) {
