@@ -151,7 +151,9 @@ func (b *batcher) sendBatch(batch []*call) {
 			cl.err = err
 			close(cl.done)
 		}
-		if len(again) > 0 && !b.c.shouldRetry(again[0].ctx, true, err, attempt) {
+		// The wait is the batch's, not any one caller's: a caller that gives
+		// up meanwhile is dropped on the next pass.
+		if len(again) > 0 && !b.c.shouldRetry(context.Background(), true, err, attempt) {
 			for _, cl := range again {
 				cl.err = err
 				close(cl.done)

@@ -125,6 +125,9 @@ func NewClient(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	}
 	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 		conn.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("sepp: connect to %s: %w", addr, ctx.Err())
+		}
 		if e, ok := fromRPC(ctx, err).(*Error); ok {
 			e.Message = fmt.Sprintf("cannot reach the server at %s: %s", addr, e.Message)
 			return nil, e
@@ -214,9 +217,18 @@ func (c *Client) enqueueDirect(ctx context.Context, pb *seppv1.EnqueueRequest) (
 		}
 		err = fromRPC(ctx, err)
 		if !c.shouldRetry(ctx, pb.IdempotencyKey != nil, err, attempt) {
-			return nil, err
+			return nil, ctxErrOr(ctx, err)
 		}
 	}
+}
+
+// ctxErrOr is ctx's error if ctx has ended (the caller gave up, which matters
+// more than the last attempt's error), else err.
+func ctxErrOr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // shouldRetry reports whether an enqueue should be resent after err (only a
@@ -289,7 +301,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, reqs []EnqueueRequest, opts B
 		}
 		err = fromRPC(ctx, err)
 		if !c.shouldRetry(ctx, allKeyed, err, attempt) {
-			return nil, err
+			return nil, ctxErrOr(ctx, err)
 		}
 	}
 	if len(res.GetResults()) != len(send) {

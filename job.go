@@ -109,6 +109,16 @@ func (c *Client) CancelJob(ctx context.Context, jobID string) (*Job, error) {
 	return jobFromProto(res.GetJob()), nil
 }
 
+// lookupKeyLimit is the key length a lookup or release accepts: the
+// configured limit, but never below the 64 hex digits of a content-derived
+// key (dedup_by_content), as on the server.
+func lookupKeyLimit(limit int) int {
+	if limit <= 0 {
+		return limit
+	}
+	return max(limit, 64)
+}
+
 // KeyLookup is what the server knows of an idempotency key.
 type KeyLookup struct {
 	// Found is false when no live record exists: never enqueued, expired, or
@@ -128,7 +138,7 @@ type KeyLookup struct {
 // LookupIdempotencyKey answers "was this already enqueued, and what became of
 // it?" without enqueueing anything.
 func (c *Client) LookupIdempotencyKey(ctx context.Context, queue, key string) (*KeyLookup, error) {
-	if err := checkKey(key, c.cfg.MaxIdempotencyKeyBytes); err != nil {
+	if err := checkKey(key, lookupKeyLimit(c.cfg.MaxIdempotencyKeyBytes)); err != nil {
 		return nil, err
 	}
 	res, err := c.jobs.LookupIdempotencyKey(ctx, &seppv1.LookupIdempotencyKeyRequest{Queue: queue, IdempotencyKey: key})
@@ -152,7 +162,7 @@ func (c *Client) LookupIdempotencyKey(ctx context.Context, queue, key string) (*
 // enqueue with it creates a new job. It never touches the job. It reports
 // whether a live record was released and the job it pointed to.
 func (c *Client) ReleaseIdempotencyKey(ctx context.Context, queue, key string) (released bool, jobID string, err error) {
-	if err := checkKey(key, c.cfg.MaxIdempotencyKeyBytes); err != nil {
+	if err := checkKey(key, lookupKeyLimit(c.cfg.MaxIdempotencyKeyBytes)); err != nil {
 		return false, "", err
 	}
 	res, err := c.jobs.ReleaseIdempotencyKey(ctx, &seppv1.ReleaseIdempotencyKeyRequest{Queue: queue, IdempotencyKey: key})

@@ -256,7 +256,7 @@ func TestBadFiles(t *testing.T) {
 
 		// wrong shape or type
 		{"type: bool as string", "[server]\nstrict = \"yes\"\n", 2, "server.strict",
-			`sepp.toml:2: server.strict: must be true or false, got the string "yes" (true makes an enqueue to an undeclared queue fail with UNKNOWN_QUEUE; default false)`},
+			`sepp.toml:2: server.strict: must be true or false, got the string "yes" (true makes every call that names an undeclared queue fail with UNKNOWN_QUEUE; default false)`},
 		{"type: int as string", "[server]\nmax_batch_size = \"big\"\n", 2, "server.max_batch_size",
 			`sepp.toml:2: server.max_batch_size: must be a whole number, like 1000, got the string "big" (the most jobs one EnqueueBatch call may carry; default 1000)`},
 		{"type: int as float", "[storage]\nsweep_interval_ms = 1.5\n", 2, "storage.sweep_interval_ms",
@@ -374,7 +374,7 @@ func TestBadFiles(t *testing.T) {
 		{"first by line: values", "[storage]\ndead_retention_ms = 0\n[server]\nmax_batch_size = 0\n", 2, "storage.dead_retention_ms",
 			`sepp.toml:2: storage.dead_retention_ms: must be > 0, got 0 (how long dead-lettered jobs are kept, in milliseconds; default 604800000)`},
 		{"first by line: type then syntax", "[server]\nstrict = 1\nlisten = \n", 2, "server.strict",
-			`sepp.toml:2: server.strict: must be true or false, got the whole number 1 (true makes an enqueue to an undeclared queue fail with UNKNOWN_QUEUE; default false)`},
+			`sepp.toml:2: server.strict: must be true or false, got the whole number 1 (true makes every call that names an undeclared queue fail with UNKNOWN_QUEUE; default false)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,7 +86,7 @@ type keySpec struct {
 var specs = []keySpec{
 	{"server", kindTable, "the [server] section"},
 	{"server.listen", kindString, `the address to listen on, host:port; default "127.0.0.1:50051"`},
-	{"server.strict", kindBool, "true makes an enqueue to an undeclared queue fail with UNKNOWN_QUEUE; default false"},
+	{"server.strict", kindBool, "true makes every call that names an undeclared queue fail with UNKNOWN_QUEUE; default false"},
 	{"server.max_payload_bytes", kindInt, "the largest job payload accepted, in bytes; default 1048576"},
 	{"server.max_batch_size", kindInt, "the most jobs one EnqueueBatch call may carry; default 1000"},
 

@@ -34,6 +34,7 @@ type jobService struct {
 func (j *jobService) Enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*seppv1.EnqueueResponse, error) {
 	job, aerr := j.s.validateEnqueue(req)
 	if aerr != nil {
+		j.s.metrics.enqueues.WithLabelValues(req.GetQueue(), "rejected").Inc()
 		return nil, aerr
 	}
 	res, err := j.s.store.EnqueueBatch(ctx, &store.EnqueueBatchParams{Jobs: []store.EnqueueJob{job}, Now: j.s.now()})
@@ -61,6 +62,7 @@ func (j *jobService) EnqueueBatch(ctx context.Context, req *seppv1.EnqueueBatchR
 		job, aerr := j.s.validateEnqueue(r)
 		if aerr != nil {
 			if req.GetAtomic() {
+				j.s.countRejected(req.GetJobs())
 				return nil, aerr.atIndex(i)
 			}
 			results[i] = itemError(aerr)
@@ -74,6 +76,7 @@ func (j *jobService) EnqueueBatch(ctx context.Context, req *seppv1.EnqueueBatchR
 		res, err := j.s.store.EnqueueBatch(ctx, &store.EnqueueBatchParams{Jobs: jobs, Atomic: req.GetAtomic(), Now: j.s.now()})
 		if err != nil {
 			if je := asJobError(err); je != nil {
+				j.s.countRejected(req.GetJobs())
 				return nil, toAPIError(je.Err).atIndex(index[je.Index])
 			}
 			return nil, err
@@ -88,6 +91,13 @@ func (j *jobService) EnqueueBatch(ctx context.Context, req *seppv1.EnqueueBatchR
 		}
 	}
 	return &seppv1.EnqueueBatchResponse{Results: results}, nil
+}
+
+// countRejected counts every job of a failed atomic batch as rejected.
+func (s *Server) countRejected(jobs []*seppv1.EnqueueRequest) {
+	for _, r := range jobs {
+		s.metrics.enqueues.WithLabelValues(r.GetQueue(), "rejected").Inc()
+	}
 }
 
 func itemError(e *apiError) *seppv1.EnqueueBatchResult {
@@ -203,6 +213,9 @@ func (s *Server) checkKeyLen(k string, max int) *apiError {
 	case k == "":
 		return newError(connect.CodeInvalidArgument, ReasonIdempotencyKeyEmpty,
 			"idempotency key is empty: omit the field to enqueue without dedup, or derive a key from what the job is about")
+	case len(k) > max && max > s.cfg.Storage.MaxIdempotencyKeyBytes:
+		return newError(connect.CodeInvalidArgument, ReasonIdempotencyKeyTooLong,
+			"idempotency key is %d bytes; a lookup accepts up to %d (max_idempotency_key_bytes, or the 64 bytes of a content-derived key if that is more)", len(k), max)
 	case len(k) > max:
 		return newError(connect.CodeInvalidArgument, ReasonIdempotencyKeyTooLong,
 			"idempotency key is %d bytes; the limit is %d (max_idempotency_key_bytes): use a shorter, stable id such as the entity or event id", len(k), max)
