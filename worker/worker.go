@@ -176,8 +176,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			running.Add(1)
 			go func() {
 				defer running.Done()
-				defer func() { <-slots }()
-				w.run(jobCtx, log, r)
+				// The slot frees when the handler returns: reporting the
+				// outcome (durably, batched with others) runs beside the
+				// next job.
+				w.run(jobCtx, log, r, func() { <-slots })
 			}()
 		}
 	}
@@ -199,8 +201,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// run runs one reserved job and reports its outcome.
-func (w *Worker) run(ctx context.Context, log *slog.Logger, r sepp.Reservation) {
+// run runs one reserved job and reports its outcome. It calls handlerDone
+// when the handler has returned.
+func (w *Worker) run(ctx context.Context, log *slog.Logger, r sepp.Reservation, handlerDone func()) {
 	job := &Job{Job: r.Job, Attempt: r.Attempt, LeaseToken: r.LeaseToken}
 	log = log.With("job_id", job.ID, "job_type", job.JobType, "queue", job.Queue, "attempt", job.Attempt)
 	hctx, cancel := context.WithCancel(ctx)
@@ -219,6 +222,7 @@ func (w *Worker) run(ctx context.Context, log *slog.Logger, r sepp.Reservation) 
 	}()
 
 	result, err := w.call(hctx, job)
+	handlerDone()
 	cancel()
 	<-extending
 	// Report with a context that survives the handler's cancellation but

@@ -138,6 +138,9 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "enqueue:    %.0f jobs/s (%v)\n", float64(*n)/enqueued.Seconds(), enqueued.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "processed:  %.0f jobs/s end to end, every completion durable (%v from the first enqueue to the last completion)\n",
 		float64(*n)/processed.Seconds(), processed.Round(time.Millisecond))
+	if target != *addr {
+		fmt.Fprintf(stdout, "store:      %v\n", &benchCommits)
+	}
 	fmt.Fprintf(stdout, "start lag:  enqueue to handler start p50 %v  p99 %v  max %v (handler ran %d times)\n",
 		pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond), started.Load())
 	return nil

@@ -40,9 +40,9 @@ func selectDedupSQL(keys int) string {
 
 // hotQueries are prepared once at Open: every shape the enqueue path uses.
 func hotQueries() []string {
-	qs := []string{addHitsSQL, completeSQL, reserveJobSQL}
+	qs := []string{addHitsSQL, completeSQL}
 	for n := maxRowsPerStatement; n >= 1; n /= 2 {
-		qs = append(qs, insertJobsSQL(n), insertDedupSQL(n), selectDedupSQL(n))
+		qs = append(qs, insertJobsSQL(n), insertDedupSQL(n), selectDedupSQL(n), reserveJobsSQL(n))
 	}
 	return qs
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sepp-dev/sepp/internal/store"
@@ -58,19 +59,45 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 		if err != nil {
 			return err
 		}
-		st, err := s.stmts.get(ctx, tx, reserveJobSQL)
-		if err != nil {
-			return err
+		order := make(map[store.JobID]int, len(ids))
+		for i, id := range ids {
+			order[id] = i
 		}
-		for _, id := range ids {
-			var token store.LeaseToken
-			rand.Read(token[:])
-			j, err := scanJob(st.QueryRowContext(ctx, int(store.JobStateReserved), token[:], expires, p.WorkerID, id[:]))
+		// One lease token for the whole call: a lease is the pair (job id,
+		// token), and a redelivery draws a new token, so sharing it among
+		// the jobs leased together fences exactly as well, with one UPDATE.
+		var token store.LeaseToken
+		rand.Read(token[:])
+		for _, n := range chunks(len(ids), maxRowsPerStatement) {
+			st, err := s.stmts.get(ctx, tx, reserveJobsSQL(n))
 			if err != nil {
 				return err
 			}
-			out = append(out, store.ReservedJob{Job: j, LeaseToken: token, LeaseExpiresAt: time.UnixMicro(expires).UTC()})
+			args := make([]any, 0, 4+n)
+			args = append(args, int(store.JobStateReserved), token[:], expires, p.WorkerID)
+			for _, id := range ids[:n] {
+				args = append(args, id[:])
+			}
+			ids = ids[n:]
+			rows, err := st.QueryContext(ctx, args...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				j, err := scanJob(rows)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				out = append(out, store.ReservedJob{Job: j, LeaseToken: token, LeaseExpiresAt: time.UnixMicro(expires).UTC()})
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
 		}
+		// RETURNING gives no order; deliver in the order readyJobs chose.
+		slices.SortStableFunc(out, func(a, b store.ReservedJob) int { return order[a.Job.ID] - order[b.Job.ID] })
 		return nil
 	})
 	if err != nil {
@@ -79,8 +106,10 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 	return out, nil
 }
 
-const reserveJobSQL = `UPDATE jobs SET state = ?, attempts = attempts + 1,
- lease_token = ?, lease_expires_at = ?, worker_id = ? WHERE id = ? RETURNING ` + jobColumns
+func reserveJobsSQL(n int) string {
+	return `UPDATE jobs SET state = ?, attempts = attempts + 1, lease_token = ?, lease_expires_at = ?, worker_id = ?
+ WHERE id IN (` + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `) RETURNING ` + jobColumns
+}
 
 // readyJobs returns the ids of up to max deliverable jobs of the unpaused
 // queues among queues, best first: each queue's best via the jobs_ready
