@@ -28,6 +28,7 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 	producers := fs.Int("p", 32, "concurrent producers")
 	c := fs.Int("c", 64, "worker goroutines")
 	payloadSize := fs.Int("payload", 256, "payload size in bytes")
+	rate := fs.Int("rate", 0, "enqueue at most this many jobs per second (0: as fast as the producers go); a low rate measures the start lag of an idle server")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process to `file`")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
@@ -84,6 +85,13 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 		<-workerDone
 	}()
 
+	// pace hands out one enqueue per tick when -rate is set.
+	var pace <-chan time.Time
+	if *rate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(*rate))
+		defer t.Stop()
+		pace = t.C
+	}
 	begin := time.Now()
 	var next atomic.Int64
 	var failed atomic.Int64
@@ -96,6 +104,9 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 				i := next.Add(1) - 1
 				if i >= int64(*n) {
 					return
+				}
+				if pace != nil {
+					<-pace
 				}
 				if _, err := client.Enqueue(ctx, sepp.EnqueueRequest{Queue: queue, JobType: "noop", Payload: payload,
 					IdempotencyKey: fmt.Sprint(queue, "-", i)}); err != nil {
