@@ -118,6 +118,9 @@ func New(opts Options) (*Server, error) {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 
+	// One registry may serve several servers in tests; the first wins.
+	_ = s.metrics.registry.Register(jobsByState{s})
+
 	interceptors := connect.WithHandlerOptions(
 		connect.WithInterceptors(connect.UnaryInterceptorFunc(s.connectInterceptor)),
 		connect.WithReadMaxBytes(maxMessageBytes),

@@ -241,6 +241,8 @@ func TestHTTPHealthAndMetrics(t *testing.T) {
 		`sepp_dedup_hits_total{queue="emails"} 1`,
 		`sepp_enqueues_total{outcome="created",queue="emails"} 1`,
 		`sepp_store_commit_seconds_count`,
+		`sepp_jobs{queue="emails",state="available"} 1`,
+		`sepp_dedup_records{queue="emails"} 1`,
 	} {
 		if !bytes.Contains(raw, []byte(want)) {
 			t.Fatalf("/metrics lacks %q", want)
