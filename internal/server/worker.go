@@ -201,17 +201,11 @@ func (w *workerService) Fail(ctx context.Context, req *seppv1.FailRequest) (*sep
 		return nil, invalidField("retry_after_ms", "must be >= 0, got %d", req.GetRetryAfterMs())
 	}
 	now := s.now()
-	var queue string
-	job, err := s.store.GetJob(ctx, &store.GetJobParams{ID: id})
-	if err != nil {
-		return nil, leaseLost(err)
-	}
-	queue = job.Queue
-	qc := s.cfg.Queue(queue)
-	retryAt := func(attempts int32) time.Time {
+	retryAt := func(queue string, attempts int32) time.Time {
 		if req.RetryAfterMs != nil {
 			return now.Add(time.Duration(req.GetRetryAfterMs()) * time.Millisecond)
 		}
+		qc := s.cfg.Queue(queue)
 		return now.Add(Backoff(attempts, qc.BackoffInitial(), qc.BackoffMax(), rand.Float64()))
 	}
 	res, err := s.store.Fail(ctx, &store.FailParams{

@@ -302,9 +302,10 @@ type FailParams struct {
 	Error      string
 	// Permanent dead-letters the job whatever its attempts.
 	Permanent bool
-	// RetryAt says when the job runs again, given the attempts it has had,
-	// if it has attempts left (the backoff lives with the caller).
-	RetryAt func(attempts int32) time.Time
+	// RetryAt says when the job runs again, given its queue and the
+	// attempts it has had, if it has attempts left (the backoff lives with
+	// the caller).
+	RetryAt func(queue string, attempts int32) time.Time
 	Now     time.Time
 }
 

@@ -224,8 +224,9 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 			return err
 		}
 		var attempts, maxAttempts int32
-		if err := tx.QueryRowContext(ctx, `SELECT attempts, max_attempts FROM jobs WHERE id = ?`, p.ID[:]).
-			Scan(&attempts, &maxAttempts); err != nil {
+		var queue string
+		if err := tx.QueryRowContext(ctx, `SELECT queue, attempts, max_attempts FROM jobs WHERE id = ?`, p.ID[:]).
+			Scan(&queue, &attempts, &maxAttempts); err != nil {
 			return err
 		}
 		if p.Permanent || attempts >= maxAttempts {
@@ -234,7 +235,7 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
  lease_expires_at = NULL WHERE id = ?`, int(store.JobStateDead), now, p.Error, p.ID[:])
 			return err
 		}
-		runAt := max(p.RetryAt(attempts).UnixMicro(), now)
+		runAt := max(p.RetryAt(queue, attempts).UnixMicro(), now)
 		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: time.UnixMicro(runAt).UTC()}
 		_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, run_at = ?, last_error = ?, lease_token = NULL,
  lease_expires_at = NULL, worker_id = NULL WHERE id = ?`, int(store.JobStateScheduled), runAt, p.Error, p.ID[:])

@@ -262,7 +262,7 @@ func testConcurrentReserveDeliversOnce(t *testing.T, s store.Store) {
 }
 
 // at is a RetryAt that ignores the attempts.
-func at(t time.Time) func(int32) time.Time { return func(int32) time.Time { return t } }
+func at(t time.Time) func(string, int32) time.Time { return func(string, int32) time.Time { return t } }
 
 // complete completes one job and returns its own error.
 func complete(s store.Store, id store.JobID, token store.LeaseToken, result []byte, now time.Time) error {
