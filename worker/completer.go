@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ type completer struct {
 	mu      sync.Mutex
 	pending []*completion
 	sending bool
+	max     int // the server's batch limit once learned; 0: maxCompletions
 }
 
 type completion struct {
@@ -52,7 +54,7 @@ func (k *completer) complete(ctx context.Context, c sepp.Completion) error {
 func (k *completer) send() {
 	for {
 		k.mu.Lock()
-		n := min(len(k.pending), maxCompletions)
+		n := min(len(k.pending), k.limit())
 		if n == 0 {
 			k.sending = false
 			k.mu.Unlock()
@@ -66,9 +68,7 @@ func (k *completer) send() {
 		for i, cm := range batch {
 			cs[i] = cm.c
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		errs, err := k.client.CompleteBatch(ctx, cs)
-		cancel()
+		errs, err := k.completeBatch(cs)
 		for i, cm := range batch {
 			if err != nil {
 				cm.err = err
@@ -78,4 +78,36 @@ func (k *completer) send() {
 			close(cm.done)
 		}
 	}
+}
+
+// limit is the batch size the server accepts, as far as the completer knows.
+func (k *completer) limit() int {
+	if k.max == 0 {
+		return maxCompletions
+	}
+	return k.max
+}
+
+// completeBatch sends cs, splitting it when the server's max_batch_size is
+// below the batch (and remembering the smaller size).
+func (k *completer) completeBatch(cs []sepp.Completion) ([]error, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	errs, err := k.client.CompleteBatch(ctx, cs)
+	cancel()
+	if !errors.Is(err, sepp.ErrBatchTooLarge) || len(cs) == 1 {
+		return errs, err
+	}
+	half := len(cs) / 2
+	k.mu.Lock()
+	k.max = half
+	k.mu.Unlock()
+	a, err := k.completeBatch(cs[:half])
+	if err != nil {
+		return nil, err
+	}
+	b, err := k.completeBatch(cs[half:])
+	if err != nil {
+		return nil, err
+	}
+	return append(a, b...), nil
 }

@@ -56,7 +56,10 @@ type Config struct {
 	Wait time.Duration
 	// ShutdownTimeout is how long Run lets running handlers finish after
 	// its context ends. After that their contexts are cancelled and their
-	// leases are no longer extended, so the jobs are delivered again.
+	// leases are no longer extended; a job whose handler then returns an
+	// error is not reported, so it is delivered again after its lease
+	// without spending an attempt. Run waits 5 s more for handlers to
+	// return, then returns without those that ignore their context.
 	// Default 30 s.
 	ShutdownTimeout time.Duration
 	// WorkerID names this worker in the server's records. Default
@@ -85,6 +88,13 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// maxReserve is the most jobs one Reserve asks for (the server's limit).
+const maxReserve = 1000
+
+// afterCancelGrace is how long Run still waits, after cancelling handlers at
+// the shutdown timeout, for them to return.
+const afterCancelGrace = 5 * time.Second
 
 // Worker reserves and runs jobs. Create it with New, register handlers with
 // Handle, then call Run once.
@@ -150,7 +160,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			continue
 		}
 		free := 1
-		for free < w.cfg.Concurrency {
+		for free < min(w.cfg.Concurrency, maxReserve) {
 			select {
 			case slots <- struct{}{}:
 				free++
@@ -193,9 +203,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-time.After(w.cfg.ShutdownTimeout):
-		log.Warn("shutdown timeout: cancelling running jobs; they will be delivered again after their leases")
+		log.Warn("shutdown timeout: cancelling running jobs; their leases are no longer extended and they will be delivered again")
 		cancelJobs()
-		<-done
+		select {
+		case <-done:
+		case <-time.After(afterCancelGrace):
+			log.Warn("some handlers ignore their context and are still running; returning without them")
+		}
 	}
 	log.Info("worker stopped")
 	return nil
@@ -225,8 +239,15 @@ func (w *Worker) run(ctx context.Context, log *slog.Logger, r sepp.Reservation, 
 	handlerDone()
 	cancel()
 	<-extending
-	// Report with a context that survives the handler's cancellation but
-	// not the shutdown deadline.
+	if err != nil && ctx.Err() != nil {
+		// Cut short by the shutdown timeout: report nothing, so the job is
+		// delivered again once its lease ends, without spending an attempt
+		// on a failure that was not the job's.
+		log.Warn("job cut short by shutdown; it will be delivered again after its lease", "err", err)
+		return
+	}
+	// Report with a context of its own: the handler's is done by now, and
+	// the report must still reach the server during a graceful shutdown.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer rcancel()
 	if err == nil {
@@ -249,7 +270,11 @@ func (w *Worker) run(ctx context.Context, log *slog.Logger, r sepp.Reservation, 
 		log.Warn("fail failed; the job will be delivered again", "err", ferr, "job_err", err)
 		return
 	}
-	log.Info("job failed", "err", err, "state", res.State, "next_run_at", res.NextRunAt)
+	if res.State == sepp.JobStateDead {
+		log.Warn("job failed and is dead", "err", err)
+		return
+	}
+	log.Info("job failed; will retry", "err", err, "next_run_at", res.NextRunAt)
 }
 
 // call runs the job's handler, turning a panic into an error with the stack.

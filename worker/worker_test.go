@@ -271,3 +271,51 @@ func TestPausedQueueDeliversNothing(t *testing.T) {
 	}
 	waitFor(t, "the job to run after resume", func() bool { return job(t, c, ack.JobID).State == sepp.JobStateCompleted })
 }
+
+func TestCompletionsFollowTheServerBatchLimit(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t, "[server]\nmax_batch_size = 10\n")
+	ctx := context.Background()
+	const n = 300
+	var ids []string
+	for i := range n {
+		ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ack.JobID)
+	}
+	w := worker.New(c, worker.Config{Queues: []string{"q"}, Concurrency: 64, Wait: 50 * time.Millisecond, Logger: quiet})
+	w.Handle("t", func(ctx context.Context, j *worker.Job) ([]byte, error) { return nil, nil })
+	runWorker(t, w)
+	waitFor(t, "every job completed", func() bool {
+		qs, err := c.ListQueues(ctx)
+		return err == nil && len(qs) == 1 && qs[0].Completed == n
+	})
+	for _, id := range ids {
+		if j := job(t, c, id); j.Attempts != 1 {
+			t.Fatalf("job %s ran %d times: a refused completion batch was redelivered", id, j.Attempts)
+		}
+	}
+}
+
+func TestShutdownTimeoutLeavesTheJobForRedelivery(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t, "")
+	ctx := context.Background()
+	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t"})
+	started := make(chan struct{})
+	w := worker.New(c, worker.Config{Queues: []string{"q"}, Wait: 50 * time.Millisecond, ShutdownTimeout: 100 * time.Millisecond, Logger: quiet})
+	w.Handle("t", func(ctx context.Context, j *worker.Job) ([]byte, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	stop := runWorker(t, w)
+	<-started
+	stop()
+	j := job(t, c, ack.JobID)
+	if j.State != sepp.JobStateReserved || j.Attempts != 1 || j.LastError != "" {
+		t.Fatalf("a job cut short by shutdown was reported: %+v", j)
+	}
+}

@@ -159,7 +159,11 @@ func (a *adminService) setPaused(ctx context.Context, queue string, paused bool)
 	if err := a.s.store.SetQueuePaused(ctx, &store.SetQueuePausedParams{Queue: queue, Paused: paused}); err != nil {
 		return err
 	}
-	a.s.log.Info("queue paused", "queue", queue, "paused", paused)
+	if paused {
+		a.s.log.Info("queue paused", "queue", queue)
+	} else {
+		a.s.log.Info("queue resumed", "queue", queue)
+	}
 	if !paused {
 		a.s.notify.notify(queue)
 	}

@@ -81,7 +81,7 @@ func toAPIError(err error) *apiError {
 	switch {
 	case errors.Is(err, store.ErrJobNotFound):
 		return newError(connect.CodeNotFound, ReasonJobNotFound,
-			"job not found: it never existed or was deleted by retention; look up its idempotency key to see what became of it")
+			"job not found: it never existed, or was deleted (by retention or a dead-letter purge); look up its idempotency key to see what became of it")
 	case errors.Is(err, store.ErrIdempotencyKeyConflict):
 		return newError(connect.CodeAlreadyExists, ReasonIdempotencyKeyConflict,
 			"idempotency key already used with a different job type or payload on this queue (key_reuse = \"reject_mismatch\"); use a new key for a different job, or resend the original payload")

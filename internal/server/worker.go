@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -209,7 +211,7 @@ func (w *workerService) Fail(ctx context.Context, req *seppv1.FailRequest) (*sep
 		return now.Add(Backoff(attempts, qc.BackoffInitial(), qc.BackoffMax(), rand.Float64()))
 	}
 	res, err := s.store.Fail(ctx, &store.FailParams{
-		ID: id, LeaseToken: token, Error: req.GetError(), Permanent: req.GetPermanent(), RetryAt: retryAt, Now: now,
+		ID: id, LeaseToken: token, Error: truncateError(req.GetError()), Permanent: req.GetPermanent(), RetryAt: retryAt, Now: now,
 	})
 	if err != nil {
 		return nil, leaseLost(err)
@@ -222,6 +224,21 @@ func (w *workerService) Fail(ctx context.Context, req *seppv1.FailRequest) (*sep
 		s.metrics.completions.WithLabelValues("dead").Inc()
 	}
 	return out, nil
+}
+
+// maxErrorBytes bounds the error text kept with a failed job (a panic's
+// stack can be long); the rest is cut with a note.
+const maxErrorBytes = 16 << 10
+
+func truncateError(e string) string {
+	if len(e) <= maxErrorBytes {
+		return e
+	}
+	cut := maxErrorBytes
+	for cut > 0 && !utf8.RuneStart(e[cut]) {
+		cut--
+	}
+	return e[:cut] + fmt.Sprintf("\n[... %d more bytes cut]", len(e)-cut)
 }
 
 // Backoff is the delay before attempt attempts+1 of a job: initial doubled
