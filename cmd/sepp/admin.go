@@ -40,23 +40,15 @@ func runQueues(args []string, stdout, stderr io.Writer) error {
 
 func runQueuePause(args []string, stdout, stderr io.Writer, pause bool) error {
 	verb := map[bool]string{true: "pause", false: "resume"}[pause]
-	fs := flag.NewFlagSet("sepp queue "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.register(fs)
-	pos, err := parseInterspersed(fs, args)
+	cf, queue, err := oneArg("sepp queue "+verb, "QUEUE", args, stderr)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "usage: sepp queue %s QUEUE\n", verb)
-		return exitCode(2)
-	}
 	err = cf.call(func(ctx context.Context, c *sepp.Client) error {
 		if pause {
-			return c.PauseQueue(ctx, pos[0])
+			return c.PauseQueue(ctx, queue)
 		}
-		return c.ResumeQueue(ctx, pos[0])
+		return c.ResumeQueue(ctx, queue)
 	})
 	if err != nil {
 		return err
@@ -64,8 +56,8 @@ func runQueuePause(args []string, stdout, stderr io.Writer, pause bool) error {
 	out := struct {
 		Queue  string `json:"queue"`
 		Paused bool   `json:"paused"`
-	}{pos[0], pause}
-	return cf.output(stdout, out, []row{{"queue", pos[0]}, {"paused", fmt.Sprint(pause)}})
+	}{queue, pause}
+	return cf.output(stdout, out, []row{{"queue", queue}, {"paused", fmt.Sprint(pause)}})
 }
 
 // listJobs prints one page of jobs as a table, or as JSON.

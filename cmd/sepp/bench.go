@@ -29,8 +29,8 @@ import (
 func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sepp bench enqueue", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", os.Getenv("SEPP_ADDR"), "server to load (env SEPP_ADDR); empty: start a server in this process on a fresh data directory")
-	data := fs.String("data", "", "data directory of the server this command starts (default: a temporary directory, removed after)")
+	var bf benchFlags
+	bf.register(fs)
 	n := fs.Int("n", 100000, "enqueues to send")
 	c := fs.Int("c", 32, "concurrent producers")
 	dup := fs.Float64("dup", 0, "fraction of enqueues that repeat an earlier key (0..0.99)")
@@ -38,31 +38,18 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 	queue := fs.String("queue", "bench", "queue to enqueue to")
 	noBatch := fs.Bool("no-batching", false, "send one RPC per enqueue instead of letting the client coalesce concurrent calls")
 	inFlight := fs.Int("in-flight", 0, "coalesced batch RPCs the client keeps in flight (0: the client's default)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (client, and the server when in-process) to `file`")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
-	}
-	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer stop()
 	}
 	if *n < 1 || *c < 1 || *dup < 0 || *dup >= 1 || *payloadSize < 0 {
 		return errors.New("want -n >= 1, -c >= 1, 0 <= -dup < 1, -payload >= 0")
 	}
 
-	target := *addr
-	if target == "" {
-		stopServer, started, dir, err := startBenchServer(*data)
-		if err != nil {
-			return err
-		}
-		defer stopServer()
-		target = started
-		fmt.Fprintf(stdout, "server: in-process, sqlite in %s, listening on %s\n", dir, started)
+	target, stop, err := bf.start(stdout)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	ctx := context.Background()
 	client, err := sepp.NewClient(ctx, target, sepp.Config{DisableBatching: *noBatch, MaxInFlight: *inFlight})
 	if err != nil {
@@ -145,7 +132,7 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "rate:      %.0f enqueues/s\n", float64(*n)/elapsed.Seconds())
 	fmt.Fprintf(stdout, "latency:   p50 %v  p99 %v  max %v\n", pct(0.50).Round(time.Microsecond),
 		pct(0.99).Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond))
-	if target != *addr {
+	if bf.addr == "" {
 		fmt.Fprintf(stdout, "store:     %v\n", &benchCommits)
 	}
 	fmt.Fprintf(stdout, "check:     %d distinct keys, %d jobs created, %d distinct job ids\n", distinct, created, len(ids))
@@ -170,6 +157,47 @@ func benchKeys(n int, dup float64) []int {
 	}
 	mrand.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	return keys
+}
+
+// benchFlags are the flags every bench command takes: where the server is,
+// and profiling.
+type benchFlags struct {
+	addr, data, cpuProfile string
+}
+
+func (f *benchFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.addr, "addr", os.Getenv("SEPP_ADDR"), "server to load (env SEPP_ADDR); empty: start a server in this process on a fresh data directory")
+	fs.StringVar(&f.data, "data", "", "data directory of the server this command starts (default: a temporary directory, removed after)")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client, and the server when in-process) to `file`")
+}
+
+// start starts the profile and, without -addr, an in-process server. It
+// returns the address to load and a function that undoes both.
+func (f *benchFlags) start(stdout io.Writer) (target string, stop func(), err error) {
+	var undo []func()
+	stop = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	if f.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return "", nil, err
+		}
+		undo = append(undo, stopProfile)
+	}
+	if f.addr != "" {
+		return f.addr, stop, nil
+	}
+	stopServer, started, dir, err := startBenchServer(f.data)
+	if err != nil {
+		stop()
+		return "", nil, err
+	}
+	undo = append(undo, stopServer)
+	fmt.Fprintf(stdout, "server:    in-process, sqlite in %s, listening on %s\n", dir, started)
+	return started, stop, nil
 }
 
 // startBenchServer runs a real server in this process on a random loopback

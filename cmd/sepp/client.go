@@ -178,27 +178,36 @@ func runJobCancel(args []string, stdout, stderr io.Writer) error {
 
 func jobCommand(name string, args []string, stdout, stderr io.Writer,
 	call func(*sepp.Client, context.Context, string) (*sepp.Job, error)) error {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.register(fs)
-	pos, err := parseInterspersed(fs, args)
+	cf, id, err := oneArg(name, "JOB_ID", args, stderr)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "usage: %s JOB_ID\n", name)
-		return exitCode(2)
-	}
 	var j *sepp.Job
 	err = cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
-		j, err = call(c, ctx, pos[0])
+		j, err = call(c, ctx, id)
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	return cf.output(stdout, j, jobRows(j))
+}
+
+// oneArg parses the flags and the one positional argument of a client
+// command.
+func oneArg(name, argName string, args []string, stderr io.Writer) (cf clientFlags, arg string, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cf.register(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return cf, "", err
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "usage: %s %s\n", name, argName)
+		return cf, "", exitCode(2)
+	}
+	return cf, pos[0], nil
 }
 
 // keyArgs parses the flags and the KEY of "sepp key ...".

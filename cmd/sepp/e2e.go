@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,36 +22,24 @@ import (
 func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sepp bench e2e", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", os.Getenv("SEPP_ADDR"), "server to load (env SEPP_ADDR); empty: start a server in this process on a fresh data directory")
+	var bf benchFlags
+	bf.register(fs)
 	n := fs.Int("n", 20000, "jobs to enqueue and process")
 	producers := fs.Int("p", 32, "concurrent producers")
 	c := fs.Int("c", 64, "worker goroutines")
 	payloadSize := fs.Int("payload", 256, "payload size in bytes")
 	rate := fs.Int("rate", 0, "enqueue at most this many jobs per second (0: as fast as the producers go); a low rate measures the start lag of an idle server")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process to `file`")
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
-	}
-	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer stop()
 	}
 	if *n < 1 || *producers < 1 || *c < 1 {
 		return errors.New("want -n, -p and -c >= 1")
 	}
-	target := *addr
-	if target == "" {
-		stop, started, dir, err := startBenchServer("")
-		if err != nil {
-			return err
-		}
-		defer stop()
-		target = started
-		fmt.Fprintf(stdout, "server:     in-process, sqlite in %s, listening on %s\n", dir, started)
+	target, stop, err := bf.start(stdout)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	ctx := context.Background()
 	client, err := sepp.Connect(ctx, target)
 	if err != nil {
@@ -149,7 +136,7 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "enqueue:    %.0f jobs/s (%v)\n", float64(*n)/enqueued.Seconds(), enqueued.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "processed:  %.0f jobs/s end to end, every completion durable (%v from the first enqueue to the last completion)\n",
 		float64(*n)/processed.Seconds(), processed.Round(time.Millisecond))
-	if target != *addr {
+	if bf.addr == "" {
 		fmt.Fprintf(stdout, "store:      %v\n", &benchCommits)
 	}
 	fmt.Fprintf(stdout, "start lag:  enqueue to handler start p50 %v  p99 %v  max %v (handler ran %d times)\n",
