@@ -31,3 +31,6 @@ func (e *JobError) Unwrap() error { return e.Err }
 // ErrLeaseLost: the lease token does not hold the job's lease (the lease
 // expired, or the job was redelivered, finished or cancelled).
 var ErrLeaseLost = errors.New("lease lost")
+
+// ErrEffectNotFound: no live record for (scope, key).
+var ErrEffectNotFound = errors.New("effect not found")

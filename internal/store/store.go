@@ -49,6 +49,8 @@ type Store interface {
 	Worker
 	// Admin is the operator's side: queues, listings, the dead letter.
 	Admin
+	// Effects guards handlers' external effects.
+	Effects
 
 	// Close releases the store's resources. Calls after Close fail with ErrClosed.
 	Close() error
@@ -243,6 +245,8 @@ type SweepResult struct {
 	// LeasesExpired counts reserved jobs whose lease had ended: made
 	// deliverable again, or dead when it was their last attempt.
 	LeasesExpired int
+	// Effects counts completed effect records past their TTL.
+	Effects int
 }
 
 // LeaseToken names one lease of one job. A Complete, Fail or ExtendLease must
@@ -375,4 +379,97 @@ type DeadJobsParams struct {
 type SetQueuePausedParams struct {
 	Queue  string
 	Paused bool
+}
+
+// EffectState is where an effect key stands. The values match the wire enum
+// ClaimOutcome.
+type EffectState int
+
+const (
+	// EffectAcquired: the caller holds the key and runs the effect.
+	EffectAcquired EffectState = 1
+	// EffectCompleted: the effect ran; its result is stored.
+	EffectCompleted EffectState = 2
+	// EffectInProgress: another holder's lease is live.
+	EffectInProgress EffectState = 3
+)
+
+// Effects is the handler side: effect keys that make an external effect
+// happen once under at-least-once delivery (SPEC §5).
+type Effects interface {
+	// ClaimEffect acquires (scope, key) when it is free, expired, or held
+	// under a lease that has ended; reports it completed, with its result,
+	// while the record lives; or in progress while another lease is live.
+	ClaimEffect(ctx context.Context, params *ClaimEffectParams) (*EffectClaim, error)
+	// CompleteEffect stores the result of the effect held by Token; the
+	// record then lives the claim's TTL. A token that does not hold the
+	// key gets ErrLeaseLost.
+	CompleteEffect(ctx context.Context, params *CompleteEffectParams) error
+	// ReleaseEffect removes the claim held by Token, so a retry can run the
+	// effect. A token that does not hold the key gets ErrLeaseLost.
+	ReleaseEffect(ctx context.Context, params *ReleaseEffectParams) error
+	// ExtendEffectLease moves the claim's lease to Now + Lease.
+	ExtendEffectLease(ctx context.Context, params *ExtendEffectLeaseParams) (time.Time, error)
+	// GetEffect reads (scope, key); ErrEffectNotFound when there is no
+	// live record.
+	GetEffect(ctx context.Context, params *GetEffectParams) (*Effect, error)
+}
+
+// ClaimEffectParams are the parameters of Store.ClaimEffect.
+type ClaimEffectParams struct {
+	Scope, Key string
+	// TTL is how long a completed record lives, from completion.
+	TTL time.Duration
+	// Lease is how long the claim holds without an extension.
+	Lease time.Duration
+	Now   time.Time
+}
+
+// EffectClaim is the answer to a claim.
+type EffectClaim struct {
+	State EffectState
+	// Token holds the claim (EffectAcquired).
+	Token LeaseToken
+	// LeaseExpiresAt is when the holder's lease ends (acquired or in
+	// progress).
+	LeaseExpiresAt time.Time
+	// Result and CompletedAt describe a completed effect.
+	Result      []byte
+	CompletedAt time.Time
+}
+
+// CompleteEffectParams are the parameters of Store.CompleteEffect.
+type CompleteEffectParams struct {
+	Token  LeaseToken
+	Result []byte
+	Now    time.Time
+}
+
+// ReleaseEffectParams are the parameters of Store.ReleaseEffect.
+type ReleaseEffectParams struct {
+	Token LeaseToken
+	Now   time.Time
+}
+
+// ExtendEffectLeaseParams are the parameters of Store.ExtendEffectLease.
+type ExtendEffectLeaseParams struct {
+	Token LeaseToken
+	Lease time.Duration
+	Now   time.Time
+}
+
+// GetEffectParams are the parameters of Store.GetEffect.
+type GetEffectParams struct {
+	Scope, Key string
+	Now        time.Time
+}
+
+// Effect is a stored effect record.
+type Effect struct {
+	Scope, Key     string
+	State          EffectState // EffectInProgress or EffectCompleted
+	Result         []byte
+	LeaseExpiresAt time.Time // in progress
+	CompletedAt    time.Time // completed
+	ExpiresAt      time.Time // completed: when the record goes
 }

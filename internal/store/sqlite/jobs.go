@@ -177,6 +177,10 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 		}
 		res.LeasesExpired = int(expired)
 
+		if res.Effects, err = sweepEffects(ctx, tx, now, p.Limit); err != nil {
+			return err
+		}
+
 		budget := int64(p.Limit)
 		for _, c := range []struct {
 			state     store.JobState

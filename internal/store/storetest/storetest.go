@@ -66,6 +66,10 @@ func Run(t *testing.T, open Opener) {
 		{"ListQueuesCounts", testListQueuesCounts},
 		{"ListJobsPages", testListJobsPages},
 		{"DeadLetterRequeueAndPurge", testDeadLetterRequeueAndPurge},
+		{"EffectClaimCompleteReplay", testEffectClaimCompleteReplay},
+		{"EffectReleaseAndLeaseExpiry", testEffectReleaseAndLeaseExpiry},
+		{"EffectConcurrentClaims", testEffectConcurrentClaims},
+		{"EffectSweep", testEffectSweep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
