@@ -19,6 +19,7 @@ type Metrics struct {
 	reserved     prometheus.Counter
 	completions  *prometheus.CounterVec
 	leaseExpired prometheus.Counter
+	effectClaims *prometheus.CounterVec
 	commitTime   prometheus.Histogram
 	commitJobs   prometheus.Histogram
 	sweepDeleted *prometheus.CounterVec
@@ -49,6 +50,10 @@ func NewMetrics() *Metrics {
 			Name: "sepp_lease_expiries_total",
 			Help: "Leases that ended without Complete, Fail or ExtendLease, found by the sweeper.",
 		}),
+		effectClaims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sepp_effect_claims_total",
+			Help: "ClaimEffect answers by outcome: acquired, completed (replayed) or in_progress.",
+		}, []string{"outcome"}),
 		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sepp_store_commit_seconds",
 			Help:    "Duration of one group commit of the store, fsync included.",
@@ -64,7 +69,7 @@ func NewMetrics() *Metrics {
 			Help: "Rows deleted by the sweeper: expired dedup records and jobs past retention.",
 		}, []string{"kind"}),
 	}
-	m.registry.MustRegister(m.enqueues, m.dedupHits, m.reserved, m.completions, m.leaseExpired, m.commitTime, m.commitJobs, m.sweepDeleted,
+	m.registry.MustRegister(m.enqueues, m.dedupHits, m.reserved, m.completions, m.leaseExpired, m.effectClaims, m.commitTime, m.commitJobs, m.sweepDeleted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -105,11 +105,12 @@ func New(opts Options) (*Server, error) {
 	jobs := &jobService{s: s}
 	workers := &workerService{s: s}
 	admin := &adminService{s: s}
+	effects := &effectService{s: s}
 
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.grpcInterceptor), grpc.MaxRecvMsgSize(maxMessageBytes))
 	seppv1.RegisterJobServiceServer(s.grpc, jobs)
 	seppv1.RegisterWorkerServiceServer(s.grpc, workers)
-	seppv1.RegisterEffectServiceServer(s.grpc, seppv1.UnimplementedEffectServiceServer{})
+	seppv1.RegisterEffectServiceServer(s.grpc, effects)
 	seppv1.RegisterAdminServiceServer(s.grpc, admin)
 	s.health = health.NewServer()
 	for _, name := range append([]string{""}, serviceNames...) {
@@ -128,7 +129,7 @@ func New(opts Options) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.Handle(seppv1connect.NewJobServiceHandler(jobs, interceptors))
 	mux.Handle(seppv1connect.NewWorkerServiceHandler(workers, interceptors))
-	mux.Handle(seppv1connect.NewEffectServiceHandler(seppv1connect.UnimplementedEffectServiceHandler{}))
+	mux.Handle(seppv1connect.NewEffectServiceHandler(effects, interceptors))
 	mux.Handle(seppv1connect.NewAdminServiceHandler(admin, interceptors))
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(serviceNames...)))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))

@@ -161,11 +161,9 @@ func TestGRPC(t *testing.T) {
 	if code, reason := grpcReason(err); code != codes.InvalidArgument || reason != "IDEMPOTENCY_KEY_EMPTY" {
 		t.Fatalf("empty key: %v", err)
 	}
-	// The four services are declared; the ones a later release fills in
-	// answer Unimplemented.
 	_, err = seppv1.NewEffectServiceClient(conn).GetEffect(ctx, &seppv1.GetEffectRequest{})
-	if status.Code(err) != codes.Unimplemented {
-		t.Fatalf("GetEffect: %v", err)
+	if code, reason := grpcReason(err); code != codes.InvalidArgument || reason != "INVALID_FIELD" {
+		t.Fatalf("GetEffect without a scope: %v", err)
 	}
 
 	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "sepp.v1.JobService"})

@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// Effect defaults and bounds (SPEC §5).
+const (
+	maxEffectNameBytes   = 256
+	defaultEffectTTL     = 24 * time.Hour
+	defaultEffectLease   = 30 * time.Second
+	maxEffectWait        = 5 * time.Minute
+	effectRecheckCeiling = time.Second
+)
+
+// effectService implements EffectService for both stacks.
+type effectService struct {
+	seppv1.UnimplementedEffectServiceServer
+	s *Server
+}
+
+// checkEffectName applies the one rule on scopes and keys: 1 to 256 bytes
+// of UTF-8. No character is reserved.
+func checkEffectName(field, v string) *apiError {
+	switch {
+	case v == "":
+		return invalidField(field, "is empty: name the effect, e.g. scope \"mail.invoice\", key \"order-9.invoice\"; the effect does not run")
+	case len(v) > maxEffectNameBytes:
+		return invalidField(field, "is %d bytes; the limit is %d: use a shorter, stable name of the effect; the effect does not run", len(v), maxEffectNameBytes)
+	case !utf8.ValidString(v):
+		return invalidField(field, "is not valid UTF-8")
+	}
+	return nil
+}
+
+// effectWaitKey names the notifier channel of one effect key.
+func effectWaitKey(scope, key string) string {
+	return fmt.Sprintf("effect\x00%d\x00%s\x00%s", len(scope), scope, key)
+}
+
+func (e *effectService) ClaimEffect(ctx context.Context, req *seppv1.ClaimEffectRequest) (*seppv1.ClaimEffectResponse, error) {
+	s := e.s
+	if aerr := checkEffectName("scope", req.GetScope()); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := checkEffectName("key", req.GetKey()); aerr != nil {
+		return nil, aerr
+	}
+	ttl, aerr := msOr("ttl_ms", req.GetTtlMs(), defaultEffectTTL)
+	if aerr != nil {
+		return nil, aerr
+	}
+	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), defaultEffectLease)
+	if aerr != nil {
+		return nil, aerr
+	}
+	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
+	if wait < 0 || wait > maxEffectWait {
+		return nil, invalidField("wait_ms", "must be between 0 and %d, got %d", maxEffectWait.Milliseconds(), req.GetWaitMs())
+	}
+	deadline := time.Now().Add(wait)
+	wk := effectWaitKey(req.GetScope(), req.GetKey())
+	for {
+		wake, cancel := s.notify.wait([]string{wk})
+		c, err := s.store.ClaimEffect(ctx, &store.ClaimEffectParams{
+			Scope: req.GetScope(), Key: req.GetKey(), TTL: ttl, Lease: lease, Now: s.now(),
+		})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		left := time.Until(deadline)
+		if c.State != store.EffectInProgress || left <= 0 {
+			cancel()
+			s.metrics.effectClaims.WithLabelValues(outcomeName(c.State)).Inc()
+			return claimResponse(c), nil
+		}
+		// Wait for the holder to complete or release (a notification), or
+		// its lease to end, or our wait to end.
+		t := time.NewTimer(min(left, max(time.Until(c.LeaseExpiresAt), time.Millisecond), effectRecheckCeiling))
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-s.stop:
+		}
+		t.Stop()
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		select {
+		case <-s.stop:
+			s.metrics.effectClaims.WithLabelValues(outcomeName(c.State)).Inc()
+			return claimResponse(c), nil
+		default:
+		}
+	}
+}
+
+func outcomeName(st store.EffectState) string {
+	switch st {
+	case store.EffectAcquired:
+		return "acquired"
+	case store.EffectCompleted:
+		return "completed"
+	}
+	return "in_progress"
+}
+
+func claimResponse(c *store.EffectClaim) *seppv1.ClaimEffectResponse {
+	res := &seppv1.ClaimEffectResponse{Outcome: seppv1.ClaimOutcome(c.State), Result: c.Result}
+	if c.State == store.EffectAcquired {
+		res.Token = hex.EncodeToString(c.Token[:])
+	}
+	if !c.LeaseExpiresAt.IsZero() {
+		res.LeaseExpiresAt = timestamppb.New(c.LeaseExpiresAt)
+	}
+	return res
+}
+
+// msOr reads a *_ms field: 0 means def, negative is an error.
+func msOr(field string, ms int64, def time.Duration) (time.Duration, *apiError) {
+	switch {
+	case ms < 0:
+		return 0, invalidField(field, "must be >= 0 (0: %v), got %d", def, ms)
+	case ms == 0:
+		return def, nil
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+func parseEffectToken(token string) (store.LeaseToken, *apiError) {
+	var t store.LeaseToken
+	if len(token) != 2*len(t) {
+		return t, invalidField("token", "must be the %d-character token ClaimEffect returned", 2*len(t))
+	}
+	if _, err := hex.Decode(t[:], []byte(token)); err != nil {
+		return t, invalidField("token", "must be the token ClaimEffect returned: %v", err)
+	}
+	return t, nil
+}
+
+// effectDone wakes claims waiting on the effect the token held. The store
+// does not say which key a token held, so every effect waiter re-checks;
+// they are few and a re-check is one read.
+func (s *Server) effectDone() {
+	s.notify.mu.Lock()
+	var keys []string
+	for k := range s.notify.waiters {
+		if len(k) > 7 && k[:7] == "effect\x00" {
+			keys = append(keys, k)
+		}
+	}
+	s.notify.mu.Unlock()
+	for _, k := range keys {
+		s.notify.notify(k)
+	}
+}
+
+func (e *effectService) CompleteEffect(ctx context.Context, req *seppv1.CompleteEffectRequest) (*seppv1.CompleteEffectResponse, error) {
+	token, aerr := parseEffectToken(req.GetToken())
+	if aerr != nil {
+		return nil, aerr
+	}
+	if n, max := len(req.GetResult()), e.s.cfg.Server.MaxPayloadBytes; int64(n) > max {
+		return nil, invalidField("result", "is %d bytes; the limit is %d (max_payload_bytes)", n, max)
+	}
+	if err := e.s.store.CompleteEffect(ctx, &store.CompleteEffectParams{Token: token, Result: req.GetResult(), Now: e.s.now()}); err != nil {
+		return nil, effectLeaseLost(err)
+	}
+	e.s.effectDone()
+	return &seppv1.CompleteEffectResponse{}, nil
+}
+
+func (e *effectService) ReleaseEffect(ctx context.Context, req *seppv1.ReleaseEffectRequest) (*seppv1.ReleaseEffectResponse, error) {
+	token, aerr := parseEffectToken(req.GetToken())
+	if aerr != nil {
+		return nil, aerr
+	}
+	if err := e.s.store.ReleaseEffect(ctx, &store.ReleaseEffectParams{Token: token, Now: e.s.now()}); err != nil {
+		return nil, effectLeaseLost(err)
+	}
+	e.s.effectDone()
+	return &seppv1.ReleaseEffectResponse{}, nil
+}
+
+func (e *effectService) ExtendEffectLease(ctx context.Context, req *seppv1.ExtendEffectLeaseRequest) (*seppv1.ExtendEffectLeaseResponse, error) {
+	token, aerr := parseEffectToken(req.GetToken())
+	if aerr != nil {
+		return nil, aerr
+	}
+	if req.GetLeaseMs() <= 0 {
+		return nil, invalidField("lease_ms", "must be > 0, got %d", req.GetLeaseMs())
+	}
+	until, err := e.s.store.ExtendEffectLease(ctx, &store.ExtendEffectLeaseParams{
+		Token: token, Lease: time.Duration(req.GetLeaseMs()) * time.Millisecond, Now: e.s.now(),
+	})
+	if err != nil {
+		return nil, effectLeaseLost(err)
+	}
+	return &seppv1.ExtendEffectLeaseResponse{LeaseExpiresAt: timestamppb.New(until)}, nil
+}
+
+func (e *effectService) GetEffect(ctx context.Context, req *seppv1.GetEffectRequest) (*seppv1.GetEffectResponse, error) {
+	if aerr := checkEffectName("scope", req.GetScope()); aerr != nil {
+		return nil, aerr
+	}
+	if aerr := checkEffectName("key", req.GetKey()); aerr != nil {
+		return nil, aerr
+	}
+	ef, err := e.s.store.GetEffect(ctx, &store.GetEffectParams{Scope: req.GetScope(), Key: req.GetKey(), Now: e.s.now()})
+	if errors.Is(err, store.ErrEffectNotFound) {
+		return &seppv1.GetEffectResponse{Found: false}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := &seppv1.GetEffectResponse{Found: true, State: seppv1.ClaimOutcome(ef.State), Result: ef.Result}
+	if !ef.CompletedAt.IsZero() {
+		res.CompletedAt = timestamppb.New(ef.CompletedAt)
+		res.ExpiresAt = timestamppb.New(ef.ExpiresAt)
+	}
+	return res, nil
+}
+
+func effectLeaseLost(err error) error {
+	if errors.Is(err, store.ErrLeaseLost) {
+		return newError(codeOf("failed_precondition"), ReasonLeaseLost,
+			"this effect token no longer holds the key (its lease ended and another claim may hold it, or it was completed or released): do not report this run's outcome")
+	}
+	return err
+}
