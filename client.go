@@ -96,6 +96,7 @@ type Client struct {
 	jobs    seppv1.JobServiceClient
 	workers seppv1.WorkerServiceClient
 	admin   seppv1.AdminServiceClient
+	effects seppv1.EffectServiceClient
 	batcher *batcher // nil when batching is off
 }
 
@@ -135,7 +136,8 @@ func NewClient(ctx context.Context, addr string, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("sepp: connect to %s: %w", addr, err)
 	}
 	c := &Client{cfg: cfg.withDefaults(), conn: conn, jobs: seppv1.NewJobServiceClient(conn),
-		workers: seppv1.NewWorkerServiceClient(conn), admin: seppv1.NewAdminServiceClient(conn)}
+		workers: seppv1.NewWorkerServiceClient(conn), admin: seppv1.NewAdminServiceClient(conn),
+		effects: seppv1.NewEffectServiceClient(conn)}
 	if !c.cfg.DisableBatching {
 		c.batcher = newBatcher(c)
 	}

@@ -92,6 +92,10 @@ func (c Config) withDefaults() Config {
 // maxReserve is the most jobs one Reserve asks for (the server's limit).
 const maxReserve = 1000
 
+// effectRetryDelay is when a job whose effect was in progress elsewhere is
+// tried again.
+const effectRetryDelay = time.Second
+
 // afterCancelGrace is how long Run still waits, after cancelling handlers at
 // the shutdown timeout, for them to return.
 const afterCancelGrace = 5 * time.Second
@@ -264,6 +268,12 @@ func (w *Worker) run(ctx context.Context, log *slog.Logger, r sepp.Reservation, 
 		opts.Permanent = true
 	case errors.As(err, &ra):
 		opts.RetryAfter = &ra.after
+	case errors.Is(err, sepp.ErrEffectInProgress):
+		// Another delivery is running this job's effect (effect.Raise):
+		// come back soon, when it has finished, rather than after the
+		// queue's backoff.
+		d := effectRetryDelay
+		opts.RetryAfter = &d
 	}
 	res, ferr := w.client.Fail(rctx, job.ID, job.LeaseToken, err.Error(), opts)
 	if ferr != nil {
