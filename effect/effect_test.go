@@ -297,3 +297,26 @@ func TestDoJSON(t *testing.T) {
 		t.Fatalf("charged %d times", runs)
 	}
 }
+
+func TestLeaseExtendedWhileTheEffectRuns(t *testing.T) {
+	t.Parallel()
+	_, c := connect(t, "")
+	ctx := context.Background()
+	var m mailer
+	done := make(chan error, 1)
+	go func() {
+		_, err := Do(ctx, c, "mail.invoice", "slow", Options{Lease: 150 * time.Millisecond}, m.send(600*time.Millisecond))
+		done <- err
+	}()
+	time.Sleep(400 * time.Millisecond) // past two original leases
+	_, err := Do(ctx, c, "mail.invoice", "slow", Options{InFlight: Raise}, m.send(0))
+	if !errors.Is(err, ErrInProgress) {
+		t.Fatalf("a claim while the holder runs past its first lease: %v; want in progress (the lease is extended)", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if m.sent.Load() != 1 {
+		t.Fatalf("%d mails", m.sent.Load())
+	}
+}

@@ -319,3 +319,25 @@ func TestShutdownTimeoutLeavesTheJobForRedelivery(t *testing.T) {
 		t.Fatalf("a job cut short by shutdown was reported: %+v", j)
 	}
 }
+
+func TestEffectInProgressRetriesSoon(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t, "[[queues]]\nname = \"q\"\nbackoff_initial_ms = 3600000\n")
+	ctx := context.Background()
+	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t"})
+	var runs atomic.Int32
+	w := worker.New(c, worker.Config{Queues: []string{"q"}, Wait: 50 * time.Millisecond, Logger: quiet})
+	w.Handle("t", func(ctx context.Context, j *worker.Job) ([]byte, error) {
+		if runs.Add(1) == 1 {
+			return nil, fmt.Errorf("mail: %w", sepp.ErrEffectInProgress)
+		}
+		return nil, nil
+	})
+	runWorker(t, w)
+	// With the queue's one-hour backoff this would not finish; an effect in
+	// progress elsewhere is retried after a second.
+	waitFor(t, "the job to complete on its retry", func() bool { return job(t, c, ack.JobID).State == sepp.JobStateCompleted })
+	if runs.Load() != 2 {
+		t.Fatalf("handler ran %d times", runs.Load())
+	}
+}
