@@ -9,8 +9,8 @@
 //	err := w.Run(ctx) // until ctx ends; then a graceful shutdown
 //
 // Delivery is at least once: a job whose worker dies, or whose lease
-// expires, is delivered again. Make handlers idempotent (see package effect
-// once it lands, or guard each external effect with a key of your own).
+// expires, is delivered again. Make handlers idempotent: guard each external
+// effect with package effect, and database writes with package inbox.
 //
 // A handler's error retries the job with the queue's backoff; Permanent(err)
 // dead-letters it at once; RetryAfter(err, d) retries it after d. A panic is a

@@ -16,6 +16,7 @@ import (
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server"
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/postgres"
 	"github.com/sepp-dev/sepp/internal/store/sqlite"
 )
 
@@ -103,7 +104,11 @@ func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics) (stor
 		}
 		return st, abs, nil
 	case config.BackendPostgres:
-		return nil, "", errors.New(`storage.backend = "postgres" is not available in this release yet; use "sqlite"`)
+		st, err := postgres.Open(ctx, postgres.Options{URL: cfg.Storage.URL})
+		if err != nil {
+			return nil, "", fmt.Errorf("open the postgres store (storage.url or SEPP_STORAGE_URL): %w", err)
+		}
+		return st, "postgres", nil
 	}
 	return nil, "", fmt.Errorf("unknown storage backend %q", cfg.Storage.Backend)
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/store"
 )
 
@@ -129,11 +130,12 @@ func claimResponse(c *store.EffectClaim) *seppv1.ClaimEffectResponse {
 	return res
 }
 
-// msOr reads a *_ms field: 0 means def, negative is an error.
+// msOr reads a *_ms field: 0 means def, negative or beyond what a duration
+// holds (about 292 years) is an error rather than a value that wraps around.
 func msOr(field string, ms int64, def time.Duration) (time.Duration, *apiError) {
 	switch {
-	case ms < 0:
-		return 0, invalidField(field, "must be >= 0 (0: %v), got %d", def, ms)
+	case ms < 0 || ms > config.MaxMs:
+		return 0, invalidField(field, "must be between 0 and %d (0: %v), got %d", config.MaxMs, def, ms)
 	case ms == 0:
 		return def, nil
 	}
@@ -200,12 +202,11 @@ func (e *effectService) ExtendEffectLease(ctx context.Context, req *seppv1.Exten
 	if aerr != nil {
 		return nil, aerr
 	}
-	if req.GetLeaseMs() <= 0 {
-		return nil, invalidField("lease_ms", "must be > 0, got %d", req.GetLeaseMs())
+	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), defaultEffectLease)
+	if aerr != nil {
+		return nil, aerr
 	}
-	until, err := e.s.store.ExtendEffectLease(ctx, &store.ExtendEffectLeaseParams{
-		Token: token, Lease: time.Duration(req.GetLeaseMs()) * time.Millisecond, Now: e.s.now(),
-	})
+	until, err := e.s.store.ExtendEffectLease(ctx, &store.ExtendEffectLeaseParams{Token: token, Lease: lease, Now: e.s.now()})
 	if err != nil {
 		return nil, effectLeaseLost(err)
 	}

@@ -38,7 +38,10 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 	if len(queues) == 0 {
 		return nil, invalidField("queues", "name at least one queue to reserve from")
 	}
-	lease := time.Duration(req.GetLeaseMs()) * time.Millisecond
+	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), 0)
+	if aerr != nil {
+		return nil, aerr
+	}
 	for _, q := range queues {
 		if aerr := s.checkQueue(q); aerr != nil {
 			return nil, aerr
@@ -48,9 +51,6 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 		if ql := s.cfg.Queue(q).Lease(); req.GetLeaseMs() == 0 && (lease == 0 || ql < lease) {
 			lease = ql
 		}
-	}
-	if req.GetLeaseMs() < 0 {
-		return nil, invalidField("lease_ms", "must be >= 0 (0: the queue's lease_ms), got %d", req.GetLeaseMs())
 	}
 	max := int(req.GetMaxJobs())
 	switch {
@@ -199,8 +199,8 @@ func (w *workerService) Fail(ctx context.Context, req *seppv1.FailRequest) (*sep
 	if aerr != nil {
 		return nil, aerr
 	}
-	if req.RetryAfterMs != nil && req.GetRetryAfterMs() < 0 {
-		return nil, invalidField("retry_after_ms", "must be >= 0, got %d", req.GetRetryAfterMs())
+	if _, aerr := msOr("retry_after_ms", req.GetRetryAfterMs(), 0); aerr != nil {
+		return nil, aerr
 	}
 	now := s.now()
 	retryAt := func(queue string, attempts int32) time.Time {
@@ -260,12 +260,14 @@ func (w *workerService) ExtendLease(ctx context.Context, req *seppv1.ExtendLease
 	if aerr != nil {
 		return nil, aerr
 	}
-	if req.GetLeaseMs() <= 0 {
+	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), 0)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if lease <= 0 {
 		return nil, invalidField("lease_ms", "must be > 0, got %d", req.GetLeaseMs())
 	}
-	until, err := w.s.store.ExtendLease(ctx, &store.ExtendLeaseParams{
-		ID: id, LeaseToken: token, Lease: time.Duration(req.GetLeaseMs()) * time.Millisecond, Now: w.s.now(),
-	})
+	until, err := w.s.store.ExtendLease(ctx, &store.ExtendLeaseParams{ID: id, LeaseToken: token, Lease: lease, Now: w.s.now()})
 	if err != nil {
 		return nil, leaseLost(err)
 	}

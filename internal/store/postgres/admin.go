@@ -1,0 +1,165 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// ListQueues implements store.Admin.
+func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]store.QueueStats, error) {
+	now := micros(p.Now)
+	byName := map[string]*store.QueueStats{}
+	get := func(name string) *store.QueueStats {
+		q := byName[name]
+		if q == nil {
+			q = &store.QueueStats{Name: name, Counts: map[store.JobState]int64{}}
+			byName[name] = q
+		}
+		return q
+	}
+	each := func(query string, args []any, fn func(pgx.Rows) error) error {
+		rows, err := s.pool.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := fn(rows); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+	if err := each(`SELECT queue, CASE WHEN state = 1 AND run_at <= $1 THEN 2 ELSE state END, count(*)
+ FROM sepp_jobs GROUP BY 1, 2`, []any{now}, func(r pgx.Rows) error {
+		var name string
+		var state int16
+		var n int64
+		if err := r.Scan(&name, &state, &n); err != nil {
+			return err
+		}
+		get(name).Counts[store.JobState(state)] += n
+		return nil
+	}); err != nil {
+		return nil, translate(err)
+	}
+	if err := each(`SELECT queue, count(*) FROM sepp_dedup WHERE expires_at > $1 GROUP BY queue`, []any{now}, func(r pgx.Rows) error {
+		var name string
+		var n int64
+		if err := r.Scan(&name, &n); err != nil {
+			return err
+		}
+		get(name).DedupRecords = n
+		return nil
+	}); err != nil {
+		return nil, translate(err)
+	}
+	if err := each(`SELECT name, paused FROM sepp_queues`, nil, func(r pgx.Rows) error {
+		var name string
+		var paused bool
+		if err := r.Scan(&name, &paused); err != nil {
+			return err
+		}
+		get(name).Paused = paused
+		return nil
+	}); err != nil {
+		return nil, translate(err)
+	}
+	out := make([]store.QueueStats, 0, len(byName))
+	for _, q := range byName {
+		out = append(out, *q)
+	}
+	return out, nil
+}
+
+// ListJobs implements store.Admin.
+func (s *Store) ListJobs(ctx context.Context, p *store.ListJobsParams) ([]*store.Job, error) {
+	args := []any{pgID(p.After)}
+	where := []string{"id > $1"}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprint("$", len(args))
+	}
+	if p.Queue != "" {
+		where = append(where, "queue = "+arg(p.Queue))
+	}
+	now := micros(p.Now)
+	switch p.State {
+	case 0:
+	case store.JobStateAvailable:
+		where = append(where, "(state = 2 OR (state = 1 AND run_at <= "+arg(now)+"))")
+	case store.JobStateScheduled:
+		where = append(where, "state = 1 AND run_at > "+arg(now))
+	default:
+		where = append(where, "state = "+arg(int16(p.State)))
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+` FROM sepp_jobs WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY id LIMIT `+arg(p.Limit), args...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []*store.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, translate(rows.Err())
+}
+
+// deadSelection is the WHERE clause of a DeadJobsParams, its arguments
+// numbered from first.
+func deadSelection(p *store.DeadJobsParams, first int) (string, []any) {
+	where := "state = 5"
+	var args []any
+	if p.Queue != "" {
+		args = append(args, p.Queue)
+		where += fmt.Sprint(" AND queue = $", first+len(args)-1)
+	}
+	if len(p.IDs) > 0 {
+		ids := make([]pgtype.UUID, len(p.IDs))
+		for i, id := range p.IDs {
+			ids[i] = pgID(id)
+		}
+		args = append(args, ids)
+		where += fmt.Sprint(" AND id = ANY($", first+len(args)-1, ")")
+	}
+	return where, args
+}
+
+// RequeueDead implements store.Admin.
+func (s *Store) RequeueDead(ctx context.Context, p *store.DeadJobsParams) (int, error) {
+	where, args := deadSelection(p, 2)
+	t, err := s.pool.Exec(ctx, `UPDATE sepp_jobs SET state = 2, attempts = 0, run_at = $1, finalized_at = NULL,
+ lease_token = NULL, lease_expires_at = NULL, worker_id = NULL WHERE `+where, append([]any{micros(p.Now)}, args...)...)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return int(t.RowsAffected()), nil
+}
+
+// PurgeDead implements store.Admin.
+func (s *Store) PurgeDead(ctx context.Context, p *store.DeadJobsParams) (int, error) {
+	where, args := deadSelection(p, 1)
+	t, err := s.pool.Exec(ctx, `DELETE FROM sepp_jobs WHERE `+where, args...)
+	if err != nil {
+		return 0, translate(err)
+	}
+	return int(t.RowsAffected()), nil
+}
+
+// SetQueuePaused implements store.Admin.
+func (s *Store) SetQueuePaused(ctx context.Context, p *store.SetQueuePausedParams) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO sepp_queues (name, paused) VALUES ($1, $2)
+ ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused`, p.Queue, p.Paused)
+	return translate(err)
+}

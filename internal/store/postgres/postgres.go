@@ -1,0 +1,147 @@
+// Package postgres is Sepp's scale-out store: any number of `sepp serve`
+// nodes share one PostgreSQL database and behave as one server. Dedup is
+// exact across nodes through the primary key of sepp_dedup and
+// INSERT ... ON CONFLICT; reserve takes jobs with FOR UPDATE SKIP LOCKED;
+// every write is one transaction, durable when PostgreSQL commits it.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Options configure Open.
+type Options struct {
+	// URL is the connection string, e.g. postgres://sepp@127.0.0.1:5432/sepp.
+	URL string
+	// MaxConns is the size of the connection pool. Default 16.
+	MaxConns int32
+}
+
+// Store is the PostgreSQL backend. Create it with Open.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// migrationLock is the advisory lock key under which nodes apply migrations
+// one at a time.
+const migrationLock = 0x5e99_0001
+
+// Open connects, applies the migrations (one node at a time, under an
+// advisory lock) and returns the store.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(opts.URL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: storage.url: %w", err)
+	}
+	cfg.MaxConns = 16
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: cannot reach the database at storage.url: %w", err)
+	}
+	s := &Store{pool: pool}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+			return fmt.Errorf("postgres: migration lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS sepp_schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return fmt.Errorf("postgres: migrations: %w", err)
+		}
+		entries, err := migrationFS.ReadDir("migrations")
+		if err != nil {
+			return err
+		}
+		names := make([]string, 0, len(entries))
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		sort.Strings(names)
+		var newest int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM sepp_schema_migrations`).Scan(&newest); err != nil {
+			return err
+		}
+		known := 0
+		for _, name := range names {
+			var version int
+			if _, err := fmt.Sscanf(name, "%04d_", &version); err != nil {
+				return fmt.Errorf("postgres: migration file %q: name must start with a 4-digit version", name)
+			}
+			known = max(known, version)
+			if version <= newest {
+				continue
+			}
+			body, err := migrationFS.ReadFile("migrations/" + name)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return fmt.Errorf("postgres: migration %s: %w", name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO sepp_schema_migrations (version) VALUES ($1)`, version); err != nil {
+				return err
+			}
+		}
+		if newest > known {
+			return fmt.Errorf("postgres: the database schema is version %d, newer than this binary knows (%d): upgrade sepp", newest, known)
+		}
+		return nil
+	})
+}
+
+// translate is the one place PostgreSQL errors are turned into errors a
+// caller can act on.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "53100":
+			return fmt.Errorf("the PostgreSQL disk is full; free space and retry: %w", err)
+		case "57P01", "57P02", "57P03":
+			return fmt.Errorf("PostgreSQL is restarting or shutting down; retry: %w", err)
+		}
+	}
+	return err
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }

@@ -1,0 +1,157 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+const leaseExpiredError = "lease expired"
+
+// expireLeases releases every lease that ended at or before now. Row locks
+// make concurrent sweeps on several nodes release each lease once.
+func expireLeases(ctx context.Context, tx pgx.Tx, now int64) (int64, error) {
+	t, err := tx.Exec(ctx, `UPDATE sepp_jobs SET
+  state = CASE WHEN attempts >= max_attempts THEN 5 ELSE 2 END,
+  finalized_at = CASE WHEN attempts >= max_attempts THEN $1 ELSE NULL END,
+  last_error = CASE WHEN attempts >= max_attempts THEN $2 ELSE last_error END,
+  run_at = $1, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+ WHERE state = 3 AND lease_expires_at <= $1`, now, leaseExpiredError)
+	if err != nil {
+		return 0, err
+	}
+	return t.RowsAffected(), nil
+}
+
+// Reserve implements store.Worker: FOR UPDATE SKIP LOCKED hands each job to
+// one node's caller even when several nodes reserve at once.
+func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.ReservedJob, error) {
+	now := micros(p.Now)
+	expires := micros(p.Now.Add(p.Lease))
+	var token store.LeaseToken
+	rand.Read(token[:])
+	var out []store.ReservedJob
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		out = out[:0]
+		if _, err := expireLeases(ctx, tx, now); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `WITH picked AS (
+  SELECT id FROM sepp_jobs
+   WHERE queue = ANY($1) AND state IN (1, 2) AND run_at <= $2
+     AND queue NOT IN (SELECT name FROM sepp_queues WHERE paused)
+   ORDER BY priority DESC, run_at, id
+   LIMIT $3 FOR UPDATE SKIP LOCKED)
+ UPDATE sepp_jobs j SET state = 3, attempts = j.attempts + 1, lease_token = $4, lease_expires_at = $5, worker_id = $6
+ FROM picked WHERE j.id = picked.id
+ RETURNING j.id, j.queue, j.job_type, j.payload, j.idempotency_key, j.priority, j.run_at, j.max_attempts, j.attempts,
+  j.headers, j.state, j.created_at, j.finalized_at, j.result, j.last_error`,
+			p.Queues, now, p.Max, token[:], expires, p.WorkerID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			j, err := scanJob(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, store.ReservedJob{Job: j, LeaseToken: token, LeaseExpiresAt: fromMicros(expires)})
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	// RETURNING gives no order: deliver best first.
+	slices.SortFunc(out, func(a, b store.ReservedJob) int {
+		switch {
+		case a.Job.Priority != b.Job.Priority:
+			return int(b.Job.Priority) - int(a.Job.Priority)
+		case !a.Job.RunAt.Equal(b.Job.RunAt):
+			return a.Job.RunAt.Compare(b.Job.RunAt)
+		}
+		return slices.Compare(a.Job.ID[:], b.Job.ID[:])
+	})
+	return out, nil
+}
+
+const leaseHeld = `id = $1 AND state = 3 AND lease_token = $2 AND lease_expires_at > $3`
+
+// Complete implements store.Worker.
+func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]error, error) {
+	now := micros(p.Now)
+	errs := make([]error, len(p.Jobs))
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		for i, j := range p.Jobs {
+			t, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 4, finalized_at = $3, result = $4, lease_token = NULL,
+ lease_expires_at = NULL WHERE `+leaseHeld, pgID(j.ID), j.LeaseToken[:], now, j.Result)
+			if err != nil {
+				return err
+			}
+			errs[i] = nil
+			if t.RowsAffected() == 0 {
+				errs[i] = store.ErrLeaseLost
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return errs, nil
+}
+
+// Fail implements store.Worker.
+func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResult, error) {
+	now := micros(p.Now)
+	res := &store.FailResult{}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var queue string
+		var attempts, maxAttempts int32
+		err := tx.QueryRow(ctx, `SELECT queue, attempts, max_attempts FROM sepp_jobs WHERE `+leaseHeld+` FOR UPDATE`,
+			pgID(p.ID), p.LeaseToken[:], now).Scan(&queue, &attempts, &maxAttempts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		if p.Permanent || attempts >= maxAttempts {
+			*res = store.FailResult{State: store.JobStateDead}
+			_, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 5, finalized_at = $2, last_error = $3, lease_token = NULL,
+ lease_expires_at = NULL WHERE id = $1`, pgID(p.ID), now, p.Error)
+			return err
+		}
+		runAt := max(micros(p.RetryAt(queue, attempts)), now)
+		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: fromMicros(runAt)}
+		_, err = tx.Exec(ctx, `UPDATE sepp_jobs SET state = 1, run_at = $2, last_error = $3, lease_token = NULL,
+ lease_expires_at = NULL, worker_id = NULL WHERE id = $1`, pgID(p.ID), runAt, p.Error)
+		return err
+	})
+	if err != nil {
+		return nil, translate(err)
+	}
+	return res, nil
+}
+
+// ExtendLease implements store.Worker.
+func (s *Store) ExtendLease(ctx context.Context, p *store.ExtendLeaseParams) (time.Time, error) {
+	now := micros(p.Now)
+	expires := micros(p.Now.Add(p.Lease))
+	t, err := s.pool.Exec(ctx, `UPDATE sepp_jobs SET lease_expires_at = $4 WHERE `+leaseHeld,
+		pgID(p.ID), p.LeaseToken[:], now, expires)
+	if err != nil {
+		return time.Time{}, translate(err)
+	}
+	if t.RowsAffected() == 0 {
+		return time.Time{}, store.ErrLeaseLost
+	}
+	return fromMicros(expires), nil
+}
