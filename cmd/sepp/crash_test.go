@@ -74,6 +74,7 @@ type serverProcess struct {
 	addr string
 	data string
 	args []string // extra arguments to serve
+	env  []string // extra environment
 	log  *os.File
 	cmd  *exec.Cmd
 }
@@ -81,7 +82,7 @@ type serverProcess struct {
 func (p *serverProcess) start() {
 	p.t.Helper()
 	cmd := exec.Command(p.bin, append([]string{"serve", "--log-level", "warn"}, p.args...)...)
-	cmd.Env = append(os.Environ(), "SEPP_LISTEN="+p.addr, "SEPP_STORAGE_PATH="+p.data)
+	cmd.Env = append(append(os.Environ(), "SEPP_LISTEN="+p.addr, "SEPP_STORAGE_PATH="+p.data), p.env...)
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)

@@ -167,6 +167,22 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Unlock()
 
 	split := NewPrefaceSplitter(ln, 10*time.Second)
+	if n, ok := s.store.(store.Notifier); ok {
+		// Other nodes' enqueues and effect completions wake this node's
+		// waiting calls.
+		lctx, cancel := context.WithCancel(context.Background())
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			<-s.stop
+			cancel()
+		}()
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			n.Listen(lctx, s.notify.notify, s.effectDone)
+		}()
+	}
 	s.bg.Add(2)
 	go func() {
 		defer s.bg.Done()

@@ -473,3 +473,13 @@ type Effect struct {
 	CompletedAt    time.Time // completed
 	ExpiresAt      time.Time // completed: when the record goes
 }
+
+// Notifier is implemented by stores that several server nodes share: it
+// reports changes made on any node, so each node can wake its own waiting
+// Reserve and ClaimEffect calls at once.
+type Notifier interface {
+	// Listen calls onJobs with a queue that got deliverable jobs, and
+	// onEffects when an effect was completed or released, until ctx ends.
+	// It reconnects by itself after a lost connection.
+	Listen(ctx context.Context, onJobs func(queue string), onEffects func())
+}

@@ -139,12 +139,39 @@ func deadSelection(p *store.DeadJobsParams, first int) (string, []any) {
 // RequeueDead implements store.Admin.
 func (s *Store) RequeueDead(ctx context.Context, p *store.DeadJobsParams) (int, error) {
 	where, args := deadSelection(p, 2)
-	t, err := s.pool.Exec(ctx, `UPDATE sepp_jobs SET state = 2, attempts = 0, run_at = $1, finalized_at = NULL,
- lease_token = NULL, lease_expires_at = NULL, worker_id = NULL WHERE `+where, append([]any{micros(p.Now)}, args...)...)
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE sepp_jobs SET state = 2, attempts = 0, run_at = $1, finalized_at = NULL,
+ lease_token = NULL, lease_expires_at = NULL, worker_id = NULL WHERE `+where+` RETURNING queue`,
+			append([]any{micros(p.Now)}, args...)...)
+		if err != nil {
+			return err
+		}
+		queues := map[string]bool{}
+		for rows.Next() {
+			var q string
+			if err := rows.Scan(&q); err != nil {
+				rows.Close()
+				return err
+			}
+			queues[q] = true
+			n++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for q := range queues {
+			if err := notifyJobs(ctx, tx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, translate(err)
 	}
-	return int(t.RowsAffected()), nil
+	return n, nil
 }
 
 // PurgeDead implements store.Admin.
@@ -159,7 +186,14 @@ func (s *Store) PurgeDead(ctx context.Context, p *store.DeadJobsParams) (int, er
 
 // SetQueuePaused implements store.Admin.
 func (s *Store) SetQueuePaused(ctx context.Context, p *store.SetQueuePausedParams) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO sepp_queues (name, paused) VALUES ($1, $2)
- ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused`, p.Queue, p.Paused)
-	return translate(err)
+	return translate(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO sepp_queues (name, paused) VALUES ($1, $2)
+ ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused`, p.Queue, p.Paused); err != nil {
+			return err
+		}
+		if !p.Paused {
+			return notifyJobs(ctx, tx, p.Queue)
+		}
+		return nil
+	}))
 }

@@ -57,34 +57,45 @@ func (s *Store) ClaimEffect(ctx context.Context, p *store.ClaimEffectParams) (*s
 
 const effectHeld = `token = $1 AND state = 3 AND lease_expires_at > $2`
 
-func (s *Store) effectExec(ctx context.Context, query string, args ...any) error {
-	t, err := s.pool.Exec(ctx, query, args...)
-	if err != nil {
-		return translate(err)
+// effectExec runs a write fenced by effectHeld; with announce set it tells
+// the other nodes, in the same transaction, that the effect is done.
+func (s *Store) effectExec(ctx context.Context, announce bool, query string, args ...any) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		t, err := tx.Exec(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		if t.RowsAffected() == 0 {
+			return store.ErrLeaseLost
+		}
+		if announce {
+			_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, effectsChannel)
+		}
+		return err
+	})
+	if errors.Is(err, store.ErrLeaseLost) {
+		return err
 	}
-	if t.RowsAffected() == 0 {
-		return store.ErrLeaseLost
-	}
-	return nil
+	return translate(err)
 }
 
 // CompleteEffect implements store.Effects.
 func (s *Store) CompleteEffect(ctx context.Context, p *store.CompleteEffectParams) error {
 	now := micros(p.Now)
-	return s.effectExec(ctx, `UPDATE sepp_effects SET state = 2, result = $3, completed_at = $2, expires_at = $2 + ttl,
+	return s.effectExec(ctx, true, `UPDATE sepp_effects SET state = 2, result = $3, completed_at = $2, expires_at = $2 + ttl,
  token = NULL, lease_expires_at = NULL WHERE `+effectHeld, p.Token[:], now, p.Result)
 }
 
 // ReleaseEffect implements store.Effects.
 func (s *Store) ReleaseEffect(ctx context.Context, p *store.ReleaseEffectParams) error {
-	return s.effectExec(ctx, `DELETE FROM sepp_effects WHERE `+effectHeld, p.Token[:], micros(p.Now))
+	return s.effectExec(ctx, true, `DELETE FROM sepp_effects WHERE `+effectHeld, p.Token[:], micros(p.Now))
 }
 
 // ExtendEffectLease implements store.Effects.
 func (s *Store) ExtendEffectLease(ctx context.Context, p *store.ExtendEffectLeaseParams) (time.Time, error) {
 	now := micros(p.Now)
 	expires := now + p.Lease.Microseconds()
-	if err := s.effectExec(ctx, `UPDATE sepp_effects SET lease_expires_at = $3 WHERE `+effectHeld, p.Token[:], now, expires); err != nil {
+	if err := s.effectExec(ctx, false, `UPDATE sepp_effects SET lease_expires_at = $3 WHERE `+effectHeld, p.Token[:], now, expires); err != nil {
 		return time.Time{}, err
 	}
 	return fromMicros(expires), nil

@@ -68,6 +68,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 	now := micros(p.Now)
 	results := make([]store.EnqueueResult, len(p.Jobs))
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		created := map[string]bool{}
 		for i := range p.Jobs {
 			r, err := enqueueOne(ctx, tx, &p.Jobs[i], now)
 			if err != nil {
@@ -77,6 +78,14 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 				return &store.JobError{Index: i, Err: r.Err}
 			}
 			results[i] = r
+			if r.Err == nil && !r.Deduplicated {
+				created[p.Jobs[i].Queue] = true
+			}
+		}
+		for q := range created {
+			if err := notifyJobs(ctx, tx, q); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
