@@ -60,34 +60,22 @@ func scanJob(row pgx.Row) (*store.Job, error) {
 	return &j, nil
 }
 
-// EnqueueBatch implements store.Store. The whole batch is one transaction;
-// each keyed job claims its (queue, key) with INSERT ... ON CONFLICT, which
-// waits for a concurrent claim of the same key on any node and then sees it,
-// so exactly one job is created per live key.
+// EnqueueBatch implements store.Store. The whole batch is one transaction
+// of three pipelined rounds: each keyed job claims its (queue, key) with
+// INSERT ... ON CONFLICT (which waits for a concurrent claim of the same key
+// on any node and then sees it, so exactly one job is created per live key);
+// the jobs whose key was live read the record; the new jobs are copied in.
 func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) ([]store.EnqueueResult, error) {
 	now := micros(p.Now)
-	results := make([]store.EnqueueResult, len(p.Jobs))
+	jobs := make([]pgJob, len(p.Jobs))
+	for i := range p.Jobs {
+		if err := jobs[i].prepare(&p.Jobs[i], now); err != nil {
+			return nil, &store.JobError{Index: i, Err: err}
+		}
+	}
+	results := make([]store.EnqueueResult, len(jobs))
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		created := map[string]bool{}
-		for i := range p.Jobs {
-			r, err := enqueueOne(ctx, tx, &p.Jobs[i], now)
-			if err != nil {
-				return err
-			}
-			if r.Err != nil && p.Atomic {
-				return &store.JobError{Index: i, Err: r.Err}
-			}
-			results[i] = r
-			if r.Err == nil && !r.Deduplicated {
-				created[p.Jobs[i].Queue] = true
-			}
-		}
-		for q := range created {
-			if err := notifyJobs(ctx, tx, q); err != nil {
-				return err
-			}
-		}
-		return nil
+		return enqueueInTx(ctx, tx, p.Atomic, now, jobs, results)
 	})
 	if err != nil {
 		var je *store.JobError
@@ -99,83 +87,162 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 	return results, nil
 }
 
-func enqueueOne(ctx context.Context, tx pgx.Tx, j *store.EnqueueJob, now int64) (store.EnqueueResult, error) {
+// pgJob is an EnqueueJob with what needs no database computed.
+type pgJob struct {
+	j       *store.EnqueueJob
+	id      store.JobID
+	key     []byte // nil: unkeyed
+	fp      store.Fingerprint
+	expires int64
+	runAt   int64
+	state   store.JobState
+	headers []byte
+}
+
+func (pj *pgJob) prepare(j *store.EnqueueJob, now int64) error {
 	u, err := uuid.NewV7()
 	if err != nil {
-		return store.EnqueueResult{}, err
+		return err
 	}
-	id := store.JobID(u)
-	res := store.EnqueueResult{JobID: id}
-	runAt := now
+	pj.j, pj.id = j, store.JobID(u)
+	pj.runAt = now
 	if !j.RunAt.IsZero() && micros(j.RunAt) > now {
-		runAt = micros(j.RunAt)
+		pj.runAt = micros(j.RunAt)
 	}
-	state := store.JobStateAvailable
-	if runAt > now {
-		state = store.JobStateScheduled
+	pj.state = store.JobStateAvailable
+	if pj.runAt > now {
+		pj.state = store.JobStateScheduled
 	}
-	var key []byte
 	if j.IdempotencyKey != nil {
 		if j.DedupWindow <= 0 {
-			return res, fmt.Errorf("dedup window must be positive, got %v", j.DedupWindow)
+			return fmt.Errorf("dedup window must be positive, got %v", j.DedupWindow)
 		}
-		key = []byte(*j.IdempotencyKey)
-		fp := store.NewFingerprint(j.JobType, j.Payload)
-		expires := now + j.DedupWindow.Microseconds()
-		// Insert the record, or replace an expired one; a live record
-		// makes the WHERE false and returns no row.
-		var got pgtype.UUID
-		err := tx.QueryRow(ctx, `INSERT INTO sepp_dedup (queue, key, job_id, first_enqueued_at, expires_at, fingerprint, hits)
+		pj.key = []byte(*j.IdempotencyKey)
+		pj.fp = store.NewFingerprint(j.JobType, j.Payload)
+		pj.expires = now + j.DedupWindow.Microseconds()
+	}
+	if len(j.Headers) > 0 {
+		if pj.headers, err = json.Marshal(j.Headers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const claimKeySQL = `INSERT INTO sepp_dedup (queue, key, job_id, first_enqueued_at, expires_at, fingerprint, hits)
  VALUES ($1, $2, $3, $4, $5, $6, 0)
  ON CONFLICT (queue, key) DO UPDATE SET job_id = EXCLUDED.job_id, first_enqueued_at = EXCLUDED.first_enqueued_at,
    expires_at = EXCLUDED.expires_at, fingerprint = EXCLUDED.fingerprint, hits = 0
  WHERE sepp_dedup.expires_at <= $4
- RETURNING job_id`, j.Queue, key, pgID(id), now, expires, fp[:]).Scan(&got)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return hit(ctx, tx, j, key, fp)
-		case err != nil:
-			return res, err
-		}
-		res.OriginalEnqueuedAt, res.ExpiresAt = fromMicros(now), fromMicros(expires)
-	}
-	var headers []byte
-	if len(j.Headers) > 0 {
-		if headers, err = json.Marshal(j.Headers); err != nil {
-			return res, err
-		}
-	}
-	payload := j.Payload
-	if payload == nil {
-		payload = []byte{}
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO sepp_jobs (id, queue, job_type, payload, idempotency_key, priority, run_at,
- max_attempts, headers, state, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		pgID(id), j.Queue, j.JobType, payload, key, j.Priority, runAt, j.MaxAttempts, headers, int16(state), now)
-	return res, err
-}
+ RETURNING job_id`
 
-// hit answers an enqueue whose key has a live record: the original, or a
-// conflict on a queue that rejects a different payload.
-func hit(ctx context.Context, tx pgx.Tx, j *store.EnqueueJob, key []byte, fp store.Fingerprint) (store.EnqueueResult, error) {
-	var (
-		id             pgtype.UUID
-		first, expires int64
-		stored         []byte
-	)
-	if err := tx.QueryRow(ctx, `SELECT job_id, first_enqueued_at, expires_at, fingerprint FROM sepp_dedup
- WHERE queue = $1 AND key = $2 FOR UPDATE`, j.Queue, key).Scan(&id, &first, &expires, &stored); err != nil {
-		return store.EnqueueResult{}, err
+func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []pgJob, results []store.EnqueueResult) error {
+	// Round 1: claim every key, in job order (a key twice in the batch:
+	// the second claim sees the first and returns no row).
+	claims := &pgx.Batch{}
+	for i := range jobs {
+		if pj := &jobs[i]; pj.key != nil {
+			claims.Queue(claimKeySQL, pj.j.Queue, pj.key, pgID(pj.id), now, pj.expires, pj.fp[:])
+		}
 	}
-	mismatch := string(stored) != string(fp[:])
-	if mismatch && j.RejectMismatch {
-		return store.EnqueueResult{Err: store.ErrIdempotencyKeyConflict}, nil
+	live := make([]bool, len(jobs)) // the key was live: a hit or a conflict
+	if claims.Len() > 0 {
+		br := tx.SendBatch(ctx, claims)
+		for i := range jobs {
+			if jobs[i].key == nil {
+				continue
+			}
+			var got pgtype.UUID
+			err := br.QueryRow().Scan(&got)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				live[i] = true
+			case err != nil:
+				br.Close()
+				return err
+			}
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
 	}
-	if _, err := tx.Exec(ctx, `UPDATE sepp_dedup SET hits = hits + 1 WHERE queue = $1 AND key = $2`, j.Queue, key); err != nil {
-		return store.EnqueueResult{}, err
+	// Round 2: read the live records, decide hits and conflicts.
+	reads := &pgx.Batch{}
+	for i := range jobs {
+		if live[i] {
+			reads.Queue(`SELECT job_id, first_enqueued_at, expires_at, fingerprint FROM sepp_dedup
+ WHERE queue = $1 AND key = $2 FOR UPDATE`, jobs[i].j.Queue, jobs[i].key)
+		}
 	}
-	return store.EnqueueResult{JobID: id.Bytes, Deduplicated: true, PayloadMismatch: mismatch,
-		OriginalEnqueuedAt: fromMicros(first), ExpiresAt: fromMicros(expires)}, nil
+	hits := &pgx.Batch{}
+	if reads.Len() > 0 {
+		br := tx.SendBatch(ctx, reads)
+		for i := range jobs {
+			if !live[i] {
+				continue
+			}
+			var id pgtype.UUID
+			var first, expires int64
+			var stored []byte
+			if err := br.QueryRow().Scan(&id, &first, &expires, &stored); err != nil {
+				br.Close()
+				return err
+			}
+			mismatch := string(stored) != string(jobs[i].fp[:])
+			if mismatch && jobs[i].j.RejectMismatch {
+				if atomic {
+					br.Close()
+					return &store.JobError{Index: i, Err: store.ErrIdempotencyKeyConflict}
+				}
+				results[i] = store.EnqueueResult{Err: store.ErrIdempotencyKeyConflict}
+				continue
+			}
+			results[i] = store.EnqueueResult{JobID: id.Bytes, Deduplicated: true, PayloadMismatch: mismatch,
+				OriginalEnqueuedAt: fromMicros(first), ExpiresAt: fromMicros(expires)}
+			hits.Queue(`UPDATE sepp_dedup SET hits = hits + 1 WHERE queue = $1 AND key = $2`, jobs[i].j.Queue, jobs[i].key)
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+	}
+	// Round 3: count the hits and copy the new jobs in.
+	var rows [][]any
+	created := map[string]bool{}
+	for i := range jobs {
+		if live[i] {
+			continue
+		}
+		pj := &jobs[i]
+		results[i] = store.EnqueueResult{JobID: pj.id}
+		if pj.key != nil {
+			results[i].OriginalEnqueuedAt, results[i].ExpiresAt = fromMicros(now), fromMicros(pj.expires)
+		}
+		payload := pj.j.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		rows = append(rows, []any{pgID(pj.id), pj.j.Queue, pj.j.JobType, payload, pj.key, pj.j.Priority, pj.runAt,
+			pj.j.MaxAttempts, pj.headers, int16(pj.state), now})
+		created[pj.j.Queue] = true
+	}
+	if hits.Len() > 0 {
+		if err := tx.SendBatch(ctx, hits).Close(); err != nil {
+			return err
+		}
+	}
+	if len(rows) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"sepp_jobs"}, []string{"id", "queue", "job_type", "payload",
+			"idempotency_key", "priority", "run_at", "max_attempts", "headers", "state", "created_at"},
+			pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+	}
+	for q := range created {
+		if err := notifyJobs(ctx, tx, q); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // GetJob implements store.Store.
