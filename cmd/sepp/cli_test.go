@@ -191,3 +191,16 @@ func TestCLIQueuesJobsAndDeadLetter(t *testing.T) {
 		t.Fatalf("dlq purge without a selector: %v %q", err, stderr)
 	}
 }
+
+func TestMigrate(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "sepp.toml")
+	os.WriteFile(cfg, []byte("[storage]\npath = \""+filepath.Join(dir, "data")+"\"\n"), 0o644)
+	out, _, err := cli(t, "migrate", "--config", cfg)
+	if err != nil || !strings.Contains(out, "sqlite store in "+filepath.Join(dir, "data")+": schema up to date") {
+		t.Fatalf("migrate: %v %q", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "sepp.db")); err != nil {
+		t.Fatalf("no database after migrate: %v", err)
+	}
+}

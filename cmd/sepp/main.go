@@ -22,6 +22,7 @@ const usage = `sepp: a job queue whose retries never become duplicates.
 
 Usage:
   sepp serve [--config FILE] [--check-config]   run the server (no config needed)
+  sepp migrate [--config FILE]                  apply the store's schema migrations and exit
   sepp enqueue --queue Q --type T [--key K] [--payload DATA | --payload-file F]
   sepp job get ID                               show a job
   sepp job cancel ID                            cancel a job that has not finished
@@ -80,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "serve":
 		return runServe(rest, stdout, stderr)
+	case "migrate":
+		return runMigrate(rest, stdout, stderr)
 	case "enqueue":
 		return runEnqueue(rest, stdout, stderr)
 	case "job":

@@ -14,6 +14,7 @@ const (
 	DefaultStoragePath            = "./sepp-data"
 	DefaultDedupWindowMs          = 24 * 60 * 60 * 1000 // 24 h
 	DefaultMaxIdempotencyKeyBytes = 256
+	DefaultPoolSize               = 16
 	DefaultSweepIntervalMs        = 60 * 1000               // 1 min
 	DefaultCompletedRetentionMs   = 24 * 60 * 60 * 1000     // 24 h
 	DefaultDeadRetentionMs        = 7 * 24 * 60 * 60 * 1000 // 7 days
@@ -109,6 +110,9 @@ type StorageConfig struct {
 	// SweepIntervalMs is how often expired dedup records and jobs past their
 	// retention are deleted, in milliseconds. Default 60000 (1 min).
 	SweepIntervalMs int64 `toml:"sweep_interval_ms"`
+	// PoolSize is the most connections a node opens to PostgreSQL
+	// (backend = "postgres"; one more is kept for LISTEN). Default 16.
+	PoolSize int `toml:"pool_size"`
 	// CompletedRetentionMs is how long a completed job is kept, in
 	// milliseconds. Default 86400000 (24 h).
 	CompletedRetentionMs int64 `toml:"completed_retention_ms"`
@@ -220,6 +224,7 @@ func Default() Config {
 			URL:                    "",
 			DedupWindowMs:          DefaultDedupWindowMs,
 			MaxIdempotencyKeyBytes: DefaultMaxIdempotencyKeyBytes,
+			PoolSize:               DefaultPoolSize,
 			SweepIntervalMs:        DefaultSweepIntervalMs,
 			CompletedRetentionMs:   DefaultCompletedRetentionMs,
 			DeadRetentionMs:        DefaultDeadRetentionMs,

@@ -93,7 +93,7 @@ func TestFullFile(t *testing.T) {
 	}
 	wantStorage := StorageConfig{
 		Backend: BackendPostgres, Path: "/var/lib/sepp", URL: "postgres://sepp@db.internal:5432/sepp",
-		DedupWindowMs: 3600000, MaxIdempotencyKeyBytes: 128, SweepIntervalMs: 5000,
+		DedupWindowMs: 3600000, MaxIdempotencyKeyBytes: 128, SweepIntervalMs: 5000, PoolSize: 16,
 		CompletedRetentionMs: 7200000, DeadRetentionMs: 86400000,
 	}
 	if c.Storage != wantStorage {
@@ -238,7 +238,7 @@ func TestBadFiles(t *testing.T) {
 		{"unknown key: top level", "listen = \":1\"\n", 1, "listen",
 			`sepp.toml:1: listen: unknown key at the top level (it belongs in [server])`},
 		{"unknown key: list", "[storage]\nfoo = 1\n", 2, "storage.foo",
-			`sepp.toml:2: storage.foo: unknown key; the keys of [storage] are backend, path, url, dedup_window_ms, max_idempotency_key_bytes, sweep_interval_ms, completed_retention_ms, dead_retention_ms`},
+			`sepp.toml:2: storage.foo: unknown key; the keys of [storage] are backend, path, url, dedup_window_ms, max_idempotency_key_bytes, sweep_interval_ms, pool_size, completed_retention_ms, dead_retention_ms`},
 		{"unknown key: in queue", "[[queues]]\nname = \"a\"\n[[queues]]\nname = \"b\"\nnmae = \"c\"\n", 5, "queues[1].nmae",
 			`sepp.toml:5: queues[1].nmae: unknown key (did you mean "name"?)`},
 		{"unknown key: inline queue", "queues = [{ name = \"a\" }, { name = \"b\", lease = 5 }]\n", 1, "queues[1].lease",
@@ -370,7 +370,7 @@ func TestBadFiles(t *testing.T) {
 
 		// several problems: the first by line wins
 		{"first by line: value then unknown", "[server]\nmax_batch_size = 0\n[storage]\nbogus = 1\n", 4, "storage.bogus",
-			`sepp.toml:4: storage.bogus: unknown key; the keys of [storage] are backend, path, url, dedup_window_ms, max_idempotency_key_bytes, sweep_interval_ms, completed_retention_ms, dead_retention_ms`},
+			`sepp.toml:4: storage.bogus: unknown key; the keys of [storage] are backend, path, url, dedup_window_ms, max_idempotency_key_bytes, sweep_interval_ms, pool_size, completed_retention_ms, dead_retention_ms`},
 		{"first by line: values", "[storage]\ndead_retention_ms = 0\n[server]\nmax_batch_size = 0\n", 2, "storage.dead_retention_ms",
 			`sepp.toml:2: storage.dead_retention_ms: must be > 0, got 0 (how long dead-lettered jobs are kept, in milliseconds; default 604800000)`},
 		{"first by line: type then syntax", "[server]\nstrict = 1\nlisten = \n", 2, "server.strict",

@@ -97,6 +97,7 @@ var specs = []keySpec{
 	{"storage.dedup_window_ms", kindInt, "the dedup window in milliseconds; default 86400000"},
 	{"storage.max_idempotency_key_bytes", kindInt, "the longest idempotency key accepted, in bytes; default 256"},
 	{"storage.sweep_interval_ms", kindInt, "how often expired records are deleted, in milliseconds; default 60000"},
+	{"storage.pool_size", kindInt, "the most PostgreSQL connections a node opens; default 16"},
 	{"storage.completed_retention_ms", kindInt, "how long completed jobs are kept, in milliseconds; default 86400000"},
 	{"storage.dead_retention_ms", kindInt, "how long dead-lettered jobs are kept, in milliseconds; default 604800000"},
 

@@ -51,6 +51,7 @@ func (c *Config) validate(file string, org origins) error {
 	v.millis("storage.dedup_window_ms", st.DedupWindowMs)
 	v.positive("storage.max_idempotency_key_bytes", int64(st.MaxIdempotencyKeyBytes))
 	v.millis("storage.sweep_interval_ms", st.SweepIntervalMs)
+	v.positive("storage.pool_size", int64(st.PoolSize))
 	v.millis("storage.completed_retention_ms", st.CompletedRetentionMs)
 	v.millis("storage.dead_retention_ms", st.DeadRetentionMs)
 
