@@ -23,6 +23,14 @@ import (
 // skipped; CI sets it, and there an unreachable database fails.
 func cluster(t *testing.T, n int) []*sepp.Client {
 	t.Helper()
+	clients, _ := clusterWith(t, n, "")
+	return clients
+}
+
+// clusterWith is cluster with a config file body for every node, returning
+// the node processes too.
+func clusterWith(t *testing.T, n int, config string) ([]*sepp.Client, []*serverProcess) {
+	t.Helper()
 	base := os.Getenv("SEPP_TEST_POSTGRES_URL")
 	if base == "" {
 		t.Skip("SEPP_TEST_POSTGRES_URL is not set (CI sets it)")
@@ -48,6 +56,13 @@ func cluster(t *testing.T, n int) []*sepp.Client {
 		}
 		p := &serverProcess{t: t, bin: buildSepp(t), addr: freePort(t), data: t.TempDir(), log: logf,
 			env: []string{"SEPP_STORAGE_BACKEND=postgres", "SEPP_STORAGE_URL=" + u.String()}}
+		if config != "" {
+			cfg := filepath.Join(t.TempDir(), "sepp.toml")
+			if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p.args = []string{"--config", cfg}
+		}
 		p.start()
 		nodes = append(nodes, p)
 		c, err := sepp.Connect(ctx, "http://"+p.addr)
@@ -59,7 +74,9 @@ func cluster(t *testing.T, n int) []*sepp.Client {
 	t.Cleanup(func() {
 		for i, c := range clients {
 			c.Close()
-			nodes[i].signal(syscall.SIGTERM)
+			if nodes[i].cmd.ProcessState == nil {
+				nodes[i].signal(syscall.SIGTERM)
+			}
 			nodes[i].log.Close()
 		}
 		if c, err := pgx.Connect(context.Background(), base); err == nil {
@@ -67,7 +84,7 @@ func cluster(t *testing.T, n int) []*sepp.Client {
 			c.Close(context.Background())
 		}
 	})
-	return clients
+	return clients, nodes
 }
 
 // TestThreeNodesOneKeyOneJob: 64 producers spread over three nodes enqueue
@@ -194,5 +211,37 @@ func TestEffectClaimsAcrossNodes(t *testing.T) {
 	wg.Wait()
 	if acquired != 1 || inProgress != 31 {
 		t.Fatalf("%d acquired, %d in progress; want 1 and 31", acquired, inProgress)
+	}
+}
+
+// TestNodeKilledMidProcessing: a node is killed with SIGKILL while workers
+// on both nodes process jobs; the jobs its worker had leased are delivered
+// through the other node after the lease, nothing is lost, and every job
+// ends COMPLETED.
+func TestNodeKilledMidProcessing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs server processes; skipped with -short")
+	}
+	clients, nodes := clusterWith(t, 2, "[[queues]]\nname = \"q\"\nlease_ms = 1000\n")
+	ids := enqueueN(t, clients[0], "q", 1000)
+	a := startWorker(t, "http://"+nodes[0].addr, "--queues", "q", "-c", "8", "--sleep", "10ms")
+	b := startWorker(t, "http://"+nodes[1].addr, "--queues", "q", "-c", "8", "--sleep", "10ms")
+	eventually(t, "both workers to process jobs", 30*time.Second, func() bool {
+		return len(readRecord(t, a.record)) > 50 && len(readRecord(t, b.record)) > 50
+	})
+	nodes[0].signal(syscall.SIGKILL)
+	eventually(t, "every job completed through the surviving node", 2*time.Minute, func() bool {
+		return queueInfo(t, clients[1], "q").Completed == 1000
+	})
+	a.stop(t, syscall.SIGKILL)
+	b.stop(t, syscall.SIGTERM)
+	for _, id := range ids {
+		j, err := clients[1].GetJob(context.Background(), id)
+		if err != nil || j.State != sepp.JobStateCompleted {
+			t.Fatalf("job %s: %+v %v", id, j, err)
+		}
+	}
+	if q := queueInfo(t, clients[1], "q"); q.Reserved != 0 || q.Available != 0 || q.Dead != 0 {
+		t.Fatalf("queue after the node died: %+v", q)
 	}
 }

@@ -85,6 +85,9 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, store.ErrIdempotencyKeyConflict):
 		return newError(connect.CodeAlreadyExists, ReasonIdempotencyKeyConflict,
 			"idempotency key already used with a different job type or payload on this queue (key_reuse = \"reject_mismatch\"); use a new key for a different job, or resend the original payload")
+	case errors.Is(err, store.ErrUnavailable):
+		return newError(connect.CodeUnavailable, ReasonUnavailable,
+			"the database is unreachable or restarting; retry (a keyed enqueue is safe to resend with the same key)")
 	case errors.Is(err, store.ErrClosed):
 		return newError(connect.CodeUnavailable, ReasonUnavailable, "server is shutting down; retry against another node or after restart")
 	case errors.Is(err, context.Canceled):

@@ -247,7 +247,11 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 
 // GetJob implements store.Store.
 func (s *Store) GetJob(ctx context.Context, p *store.GetJobParams) (*store.Job, error) {
-	return scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM sepp_jobs WHERE id = $1`, pgID(p.ID)))
+	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM sepp_jobs WHERE id = $1`, pgID(p.ID)))
+	if err != nil && !errors.Is(err, store.ErrJobNotFound) {
+		return nil, translate(err)
+	}
+	return j, err
 }
 
 // CancelJob implements store.Store.

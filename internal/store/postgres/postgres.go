@@ -10,7 +10,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -130,16 +132,37 @@ func translate(err error) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		switch pe.Code {
-		case "53100":
+		switch {
+		case pe.Code == "53100":
 			return fmt.Errorf("the PostgreSQL disk is full; free space and retry: %w", err)
-		case "57P01", "57P02", "57P03":
-			return fmt.Errorf("PostgreSQL is restarting or shutting down; retry: %w", err)
+		case pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || strings.HasPrefix(pe.Code, "08"):
+			return fmt.Errorf("%w: PostgreSQL is restarting or unreachable (%s); retry: %v", store.ErrUnavailable, pe.Code, err)
 		}
+		return err
+	}
+	// Anything else from pgx without a server error code is the connection:
+	// refused, reset, closed while the server restarts.
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) || isConnError(err) {
+		return fmt.Errorf("%w: cannot reach PostgreSQL; retry: %v", store.ErrUnavailable, err)
 	}
 	return err
+}
+
+// isConnError reports errors of a connection that broke mid-call.
+func isConnError(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF") ||
+		strings.Contains(msg, "connection reset") || strings.Contains(msg, "broken pipe")
 }
 
 func micros(t time.Time) int64 { return t.UnixMicro() }
