@@ -105,7 +105,7 @@ func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics) (stor
 		}
 		return st, abs, nil
 	case config.BackendPostgres:
-		st, err := postgres.Open(ctx, postgres.Options{URL: cfg.Storage.URL, MaxConns: int32(cfg.Storage.PoolSize)})
+		st, err := postgres.Open(ctx, postgres.Options{URL: cfg.Storage.URL, MaxConns: int32(cfg.Storage.PoolSize), OnCommit: m.ObserveCommit})
 		if err != nil {
 			return nil, "", fmt.Errorf("open the postgres store (storage.url or SEPP_STORAGE_URL): %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -74,9 +75,13 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 		}
 	}
 	results := make([]store.EnqueueResult, len(jobs))
+	start := time.Now()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return enqueueInTx(ctx, tx, p.Atomic, now, jobs, results)
 	})
+	if err == nil && s.onCommit != nil {
+		s.onCommit(1, len(jobs), time.Since(start))
+	}
 	if err != nil {
 		var je *store.JobError
 		if errors.As(err, &je) {

@@ -31,11 +31,15 @@ type Options struct {
 	URL string
 	// MaxConns is the size of the connection pool. Default 16.
 	MaxConns int32
+	// OnCommit, if set, is called after every enqueue transaction commits,
+	// with the jobs it carried and its duration (the same hook as SQLite's).
+	OnCommit func(ops, jobs int, d time.Duration)
 }
 
 // Store is the PostgreSQL backend. Create it with Open.
 type Store struct {
-	pool *pgxpool.Pool
+	pool     *pgxpool.Pool
+	onCommit func(ops, jobs int, d time.Duration)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -63,7 +67,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: cannot reach the database at storage.url: %w", err)
 	}
-	s := &Store{pool: pool}
+	s := &Store{pool: pool, onCommit: opts.OnCommit}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
