@@ -63,6 +63,9 @@ type Server struct {
 	grpc   *grpc.Server
 	http   *http.Server
 	health *health.Server
+	// connectHealth answers the Connect health check; healthLoop keeps
+	// both checks in step with the store.
+	connectHealth *grpchealth.StaticChecker
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -131,10 +134,52 @@ func New(opts Options) (*Server, error) {
 	mux.Handle(seppv1connect.NewWorkerServiceHandler(workers, interceptors))
 	mux.Handle(seppv1connect.NewEffectServiceHandler(effects, interceptors))
 	mux.Handle(seppv1connect.NewAdminServiceHandler(admin, interceptors))
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(serviceNames...)))
+	s.connectHealth = grpchealth.NewStaticChecker(serviceNames...)
+	mux.Handle(grpchealth.NewHandler(s.connectHealth))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	return s, nil
+}
+
+// healthCheckEvery is how often the server probes its store for the health
+// check.
+const healthCheckEvery = 5 * time.Second
+
+// healthLoop reports NOT_SERVING while the store cannot be read, so a load
+// balancer takes a node that lost its database out of rotation. It stops at
+// Shutdown.
+func (s *Server) healthLoop() {
+	t := time.NewTicker(healthCheckEvery)
+	defer t.Stop()
+	serving := true
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), healthCheckEvery)
+		// A lookup of a key no queue can have: a read that touches the
+		// store and finds nothing.
+		_, err := s.store.LookupDedup(ctx, &store.LookupDedupParams{Queue: "\x00health", Key: "probe", Now: s.now()})
+		cancel()
+		ok := err == nil || errors.Is(err, store.ErrDedupNotFound)
+		if ok == serving {
+			continue
+		}
+		serving = ok
+		st, cst := healthpb.HealthCheckResponse_SERVING, grpchealth.StatusServing
+		if !ok {
+			st, cst = healthpb.HealthCheckResponse_NOT_SERVING, grpchealth.StatusNotServing
+			s.log.Warn("store unreachable: health check says NOT_SERVING", "err", err)
+		} else {
+			s.log.Info("store reachable again: health check says SERVING")
+		}
+		for _, name := range append([]string{""}, serviceNames...) {
+			s.health.SetServingStatus(name, st)
+			s.connectHealth.SetStatus(name, cst)
+		}
+	}
 }
 
 // notifyAll wakes every waiting Reserve (after a change that can make jobs
@@ -183,7 +228,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			n.Listen(lctx, s.notify.notify, s.effectDone)
 		}()
 	}
-	s.bg.Add(2)
+	s.bg.Add(3)
 	go func() {
 		defer s.bg.Done()
 		split.Serve()
@@ -191,6 +236,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	go func() {
 		defer s.bg.Done()
 		s.sweepLoop()
+	}()
+	go func() {
+		defer s.bg.Done()
+		s.healthLoop()
 	}()
 	errc := make(chan error, 2)
 	go func() { errc <- s.grpc.Serve(split.HTTP2()) }()
