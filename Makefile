@@ -10,7 +10,7 @@ generate:
 lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))"
 	go vet ./...
-	go tool -modfile=tools/go.mod buf lint proto
+	GOWORK=off go tool -modfile=tools/go.mod buf lint proto
 
 ## test: the whole suite (the README's test command)
 test:

@@ -3,4 +3,4 @@
 // tools/go.mod.
 package proto
 
-//go:generate go tool -modfile=../tools/go.mod buf generate
+//go:generate env GOWORK=off go tool -modfile=../tools/go.mod buf generate

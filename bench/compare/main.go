@@ -30,8 +30,8 @@
 //	nats-fsync   as nats-own, with `jetstream { sync_interval: always }`: an
 //	             fsync per write. Needs nats-server 2.10 or later.
 //
-// Run it from this directory (it is its own module, so its dependencies stay
-// out of Sepp's go.mod):
+// Run it from this directory (it is in the module bench/, so its dependencies
+// stay out of Sepp's go.mod):
 //
 //	go run . -system asynq -n 100000 -c 32 -payload 256
 //	go run . -system asynq-fsync -dup 0.2
