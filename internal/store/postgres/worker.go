@@ -42,9 +42,17 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 		if _, err := expireLeases(ctx, tx, now); err != nil {
 			return err
 		}
+		// One queue (the common case) is compared with =, so PostgreSQL
+		// walks sepp_jobs_ready in delivery order and stops at the LIMIT;
+		// with = ANY it sorted every ready job of the queue on each call.
+		queueMatch := "queue = ANY($1)"
+		var queues any = p.Queues
+		if len(p.Queues) == 1 {
+			queueMatch, queues = "queue = $1", p.Queues[0]
+		}
 		rows, err := tx.Query(ctx, `WITH picked AS (
   SELECT id FROM sepp_jobs
-   WHERE queue = ANY($1) AND state IN (1, 2) AND run_at <= $2
+   WHERE `+queueMatch+` AND state IN (1, 2) AND run_at <= $2
      AND queue NOT IN (SELECT name FROM sepp_queues WHERE paused)
    ORDER BY priority DESC, run_at, id
    LIMIT $3 FOR UPDATE SKIP LOCKED)
@@ -52,7 +60,7 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
  FROM picked WHERE j.id = picked.id
  RETURNING j.id, j.queue, j.job_type, j.payload, j.idempotency_key, j.priority, j.run_at, j.max_attempts, j.attempts,
   j.headers, j.state, j.created_at, j.finalized_at, j.result, j.last_error`,
-			p.Queues, now, p.Max, token[:], expires, p.WorkerID)
+			queues, now, p.Max, token[:], expires, p.WorkerID)
 		if err != nil {
 			return err
 		}
