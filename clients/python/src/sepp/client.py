@@ -1,0 +1,866 @@
+"""The Sepp client: enqueue with idempotency keys, read and manage jobs.
+
+::
+
+    client = await SeppClient.connect("http://localhost:50051")
+    ack = await client.enqueue(EnqueueRequest("emails", "receipt", idempotency_key="receipt-order-8a3f"))
+    # ack.deduplicated is True when the key was already recorded: ack.job_id
+    # then names the original job.
+
+A client is safe for concurrent use by many tasks of one event loop.
+Concurrent ``enqueue`` calls are coalesced into ``EnqueueBatch`` RPCs
+(natural batching: while the RPCs in flight, two at most by default, are
+busy, the next calls gather and go together when one returns; an idle client
+sends at once), and each caller still gets its own ack or error. Keyed
+enqueues whose fate is unknown after a transport error are resent with the
+same key, which makes the retry harmless.
+
+The client speaks the Connect protocol with JSON over HTTP/1.1 (httpx), with
+one connection pool shared by every call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import (
+    Any,
+    Awaitable,
+    Dict,
+    Generator,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
+from urllib.parse import urlsplit
+
+import httpx
+
+from . import _wire
+from ._batcher import Batcher, json_size
+from .errors import (
+    IdempotencyKeyEmptyError,
+    IdempotencyKeyTooLongError,
+    InternalError,
+    InvalidFieldError,
+    SeppError,
+    UnavailableError,
+    error_for,
+)
+from .types import (
+    Ack,
+    BatchResult,
+    Completion,
+    EffectClaim,
+    EffectRecord,
+    EffectState,
+    EnqueueRequest,
+    FailResult,
+    Job,
+    JobPage,
+    JobState,
+    KeyLookup,
+    KeyRelease,
+    QueueInfo,
+    Reservation,
+)
+
+__all__ = ["SeppClient", "RetryPolicy", "DEFAULT_ADDRESS"]
+
+#: The server's default address.
+DEFAULT_ADDRESS = "http://127.0.0.1:50051"
+
+Seconds = Union[float, int, timedelta]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How keyed enqueues are resent after a transport error.
+
+    A keyed enqueue (or an ``enqueue_batch`` whose jobs all have keys) whose
+    outcome is unknown (reason ``UNAVAILABLE``: the server could not be
+    reached, did not answer in time, or was shutting down) is resent with the
+    same key, up to ``max_retries`` times, after ``initial_backoff`` seconds,
+    doubling up to ``max_backoff``. If the first try was in fact written, the
+    resend is a hit and returns the original job's id. Unkeyed enqueues are
+    resent only when the request certainly never left (the connection could
+    not be opened), since a resend could otherwise create a duplicate.
+
+    The defaults match the Go client: 5 resends after 25 ms, 50 ms, 100 ms,
+    200 ms and 400 ms. ``RetryPolicy(max_retries=0)`` turns resends off.
+    """
+
+    max_retries: int = 5
+    initial_backoff: float = 0.025
+    max_backoff: float = 1.6
+
+    def delay(self, attempt: int) -> float:
+        """The wait before resend number ``attempt + 1``."""
+        return min(self.initial_backoff * (2 ** min(attempt, 16)), self.max_backoff)
+
+
+def _seconds(value: Optional[Seconds]) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+def _base_url(address: str) -> str:
+    """Turns "http://host:port", "https://host:port" or a bare "host:port"
+    into a base URL."""
+    if "://" not in address:
+        address = "http://" + address
+    parts = urlsplit(address)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"address {address!r}: want http://host:port or https://host:port")
+    return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+
+
+def _utf8_len(field: str, value: str) -> int:
+    """The length of value in bytes of UTF-8, or InvalidFieldError when it
+    cannot be encoded (a lone surrogate)."""
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidFieldError(
+            f"{field}: is not valid UTF-8 (it contains a lone surrogate); keys are UTF-8 strings",
+            metadata={"field": field},
+        ) from None
+
+
+def check_idempotency_key(key: str, limit: Optional[int]) -> None:
+    """Checks a key as the server does: 1 to ``limit`` bytes of UTF-8,
+    counted in bytes, not characters. No character is reserved.
+
+    Raises:
+        IdempotencyKeyEmptyError: the key is "".
+        IdempotencyKeyTooLongError: longer than ``limit`` bytes.
+        InvalidFieldError: not encodable as UTF-8.
+    """
+    if key == "":
+        raise IdempotencyKeyEmptyError(
+            "idempotency key is empty: pass idempotency_key=None to enqueue without dedup, "
+            "or derive a key from what the job is about",
+            metadata={"field": "idempotency_key"},
+        )
+    n = _utf8_len("idempotency_key", key)
+    if limit is not None and limit > 0 and n > limit:
+        raise IdempotencyKeyTooLongError(
+            f"idempotency key is {n} bytes; the limit is {limit} (max_idempotency_key_bytes): "
+            "use a shorter, stable id such as the entity or event id"
+        )
+
+
+class _Connecting:
+    """What :meth:`SeppClient.connect` returns: await it for the client, or
+    use it with ``async with`` to close the client at the end of the block."""
+
+    def __init__(self, coro: Awaitable["SeppClient"]) -> None:
+        self._coro = coro
+        self._client: Optional[SeppClient] = None
+
+    def __await__(self) -> Generator[Any, None, "SeppClient"]:
+        return self._coro.__await__()
+
+    async def __aenter__(self) -> "SeppClient":
+        self._client = await self._coro
+        return self._client
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+class SeppClient:
+    """A client of one Sepp server (or a load balancer in front of several).
+
+    Create it with :meth:`connect`. Close it with :meth:`close`, or use it as
+    an async context manager::
+
+        async with SeppClient.connect("http://localhost:50051") as client:
+            ...
+    """
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        address: str,
+        batching: bool,
+        retry: RetryPolicy,
+        timeout: float,
+        max_in_flight: int,
+        max_batch_size: int,
+        max_batch_bytes: int,
+        max_idempotency_key_bytes: Optional[int],
+    ) -> None:
+        """Use :meth:`connect` instead; this wires an existing httpx client."""
+        self._http = http
+        self.address = address
+        self._retry = retry
+        self._timeout = timeout
+        self._key_limit = max_idempotency_key_bytes
+        self._batcher: Optional[Batcher] = (
+            Batcher(self, max_in_flight, max_batch_size, max_batch_bytes) if batching else None
+        )
+        self._closed = False
+
+    # --- connecting ----------------------------------------------------------
+
+    @classmethod
+    def connect(
+        cls,
+        address: str = DEFAULT_ADDRESS,
+        *,
+        token: Optional[str] = None,
+        verify: Union[bool, str, ssl.SSLContext] = True,
+        cert: Optional[Union[str, Tuple[str, str]]] = None,
+        batching: bool = True,
+        retry: Optional[RetryPolicy] = None,
+        timeout: Seconds = 30.0,
+        max_connections: int = 64,
+        max_in_flight: int = 2,
+        max_batch_size: int = 1000,
+        max_batch_bytes: int = 4 << 20,
+        max_idempotency_key_bytes: Optional[int] = 256,
+        headers: Optional[Mapping[str, str]] = None,
+        check: bool = True,
+        trust_env: bool = False,
+    ) -> _Connecting:
+        """Connects to the server at ``address`` and checks that it answers.
+
+        ``await SeppClient.connect(url)`` returns the client;
+        ``async with SeppClient.connect(url) as client:`` closes it at the end.
+
+        Args:
+            address: ``"http://host:port"``, ``"https://host:port"`` or a bare
+                ``"host:port"`` (plain HTTP).
+            token: a bearer token, sent as ``Authorization: Bearer <token>``
+                on every call (for a server with ``[auth]``).
+            verify: TLS server verification for https: True (the system's
+                CAs), a CA bundle path, an :class:`ssl.SSLContext`, or False
+                (do not verify; for tests only).
+            cert: a client certificate for mutual TLS: a PEM file holding the
+                certificate and key, or a ``(cert_file, key_file)`` pair.
+            batching: coalesce concurrent enqueues into EnqueueBatch RPCs.
+                Default True.
+            retry: how keyed enqueues are resent after transport errors.
+                Default :class:`RetryPolicy()` (5 resends).
+            timeout: the bound of each RPC, in seconds. Default 30. A
+                reserve's long poll gets its wait on top.
+            max_connections: the HTTP connection pool's size: size it to the
+                number of calls you run at once (enqueues are batched, so
+                they need few). Default 64.
+            max_in_flight: the coalesced EnqueueBatch RPCs in flight at once.
+                Default 2.
+            max_batch_size: the most jobs in one coalesced RPC; keep it at or
+                below the server's ``max_batch_size``. Default 1000.
+            max_batch_bytes: the most payload bytes in one coalesced RPC.
+                Default 4 MiB.
+            max_idempotency_key_bytes: the key length the client checks before
+                sending (the server checks again and decides). Set it to the
+                server's ``max_idempotency_key_bytes`` if you change that;
+                None turns the local length check off. Default 256.
+            headers: extra HTTP headers sent with every call.
+            check: call the server's health check before returning (fails
+                with :class:`~sepp.UnavailableError` when it cannot be
+                reached). Default True.
+            trust_env: let httpx read proxy and TLS settings from the
+                environment. Default False.
+
+        Raises:
+            UnavailableError: the server cannot be reached (with ``check``).
+            ValueError: the address is not a URL of the kind above.
+        """
+        return _Connecting(
+            cls._connect(
+                address,
+                token=token,
+                verify=verify,
+                cert=cert,
+                batching=batching,
+                retry=retry or RetryPolicy(),
+                timeout=_seconds(timeout) or 30.0,
+                max_connections=max_connections,
+                max_in_flight=max_in_flight,
+                max_batch_size=max_batch_size,
+                max_batch_bytes=max_batch_bytes,
+                max_idempotency_key_bytes=max_idempotency_key_bytes,
+                headers=headers,
+                check=check,
+                trust_env=trust_env,
+            )
+        )
+
+    @classmethod
+    async def _connect(
+        cls,
+        address: str,
+        *,
+        token: Optional[str],
+        verify: Union[bool, str, ssl.SSLContext],
+        cert: Optional[Union[str, Tuple[str, str]]],
+        batching: bool,
+        retry: RetryPolicy,
+        timeout: float,
+        max_connections: int,
+        max_in_flight: int,
+        max_batch_size: int,
+        max_batch_bytes: int,
+        max_idempotency_key_bytes: Optional[int],
+        headers: Optional[Mapping[str, str]],
+        check: bool,
+        trust_env: bool,
+    ) -> "SeppClient":
+        base = _base_url(address)
+        hdrs = {
+            "Content-Type": "application/json",
+            "Connect-Protocol-Version": "1",
+            "User-Agent": "sepp-python/0.1",
+        }
+        if token:
+            hdrs["Authorization"] = f"Bearer {token}"
+        if headers:
+            hdrs.update(headers)
+        http = httpx.AsyncClient(
+            base_url=base,
+            headers=hdrs,
+            verify=verify,
+            cert=cert,
+            http1=True,
+            http2=False,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=30.0,
+            ),
+            trust_env=trust_env,
+        )
+        client = cls(
+            http,
+            address=base,
+            batching=batching,
+            retry=retry,
+            timeout=timeout,
+            max_in_flight=max_in_flight,
+            max_batch_size=max_batch_size,
+            max_batch_bytes=max_batch_bytes,
+            max_idempotency_key_bytes=max_idempotency_key_bytes,
+        )
+        if check:
+            try:
+                await client.health()
+            except SeppError as err:
+                await client.close()
+                if isinstance(err, UnavailableError):
+                    raise UnavailableError(f"cannot reach the server at {base}: {err.message}") from err
+                raise
+            except BaseException:
+                await client.close()
+                raise
+        return client
+
+    async def health(self) -> str:
+        """Calls the server's health check and returns its status
+        (``"SERVING"``)."""
+        data = await self._rpc("grpc.health.v1.Health/Check", {})
+        return str(data.get("status", "UNKNOWN"))
+
+    async def close(self) -> None:
+        """Closes the client: pending enqueues fail, the connections close."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._batcher is not None:
+            await self._batcher.close()
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "SeppClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    # --- transport -----------------------------------------------------------
+
+    async def _rpc(
+        self, method: str, body: Mapping[str, Any], *, timeout: Optional[float] = None
+    ) -> Dict[str, Any]:
+        """Sends one unary Connect JSON call and returns the answer's JSON.
+
+        Raises the SeppError of the answer, or UnavailableError for a
+        transport failure (with ``unsent`` set when the connection could not
+        even be opened).
+        """
+        if self._closed:
+            raise UnavailableError("the client is closed")
+        t = timeout if timeout is not None else self._timeout
+        content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        try:
+            resp = await self._http.post(
+                "/" + method,
+                content=content,
+                headers={"Connect-Timeout-Ms": str(max(1, int(t * 1000)))},
+                timeout=httpx.Timeout(t + 2.0, connect=min(t, 10.0)),
+            )
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            err = UnavailableError(f"cannot connect to {self.address}: {exc or type(exc).__name__}")
+            err.unsent = True
+            raise err from exc
+        except httpx.PoolTimeout as exc:
+            err = UnavailableError(
+                f"no free connection to {self.address} in time (max_connections is too low for this load)"
+            )
+            err.unsent = True
+            raise err from exc
+        except httpx.TransportError as exc:
+            raise UnavailableError(
+                f"{method}: {type(exc).__name__}: {exc}; the outcome is unknown"
+            ) from exc
+        if resp.status_code == 200:
+            try:
+                data = resp.json()
+            except ValueError as exc:
+                raise InternalError(f"{method}: the server answered 200 with a body that is not JSON") from exc
+            return data if isinstance(data, dict) else {}
+        raise self._error_from_response(method, resp)
+
+    @staticmethod
+    def _error_from_response(method: str, resp: httpx.Response) -> SeppError:
+        """Turns a Connect error answer into its SeppError."""
+        data: Any = None
+        try:
+            data = resp.json()
+        except ValueError:
+            pass
+        if isinstance(data, dict) and "code" in data:
+            code = str(data.get("code", "unknown"))
+            message = str(data.get("message", ""))
+            info = _wire.error_info_from_details(data.get("details"))
+            reason, metadata = (info[0], info[2]) if info else (None, {})
+            return error_for(code, reason, message, metadata)
+        # No Connect error body (a proxy, or an HTTP-level refusal): the
+        # Connect protocol's mapping of HTTP statuses to codes.
+        code = {
+            400: "internal",
+            401: "unauthenticated",
+            403: "permission_denied",
+            404: "unimplemented",
+            408: "deadline_exceeded",
+            415: "internal",
+            429: "unavailable",
+            502: "unavailable",
+            503: "unavailable",
+            504: "unavailable",
+        }.get(resp.status_code, "unknown")
+        text = resp.text[:200] if resp.content else ""
+        return error_for(code, None, f"{method}: HTTP {resp.status_code} {text}".rstrip())
+
+    # --- enqueue -------------------------------------------------------------
+
+    def _prepare(self, request: EnqueueRequest) -> Dict[str, Any]:
+        """Checks a request locally (fast fail; the server decides) and
+        returns its JSON."""
+        if not isinstance(request, EnqueueRequest):
+            raise TypeError(f"want an EnqueueRequest, not {type(request).__name__}")
+        _utf8_len("queue", request.queue)
+        _utf8_len("job_type", request.job_type)
+        if request.idempotency_key is not None:
+            check_idempotency_key(request.idempotency_key, self._key_limit)
+        return request.to_json()
+
+    async def enqueue(self, request: EnqueueRequest) -> Ack:
+        """Enqueues one job and returns its ack.
+
+        With a key already recorded on the queue within its dedup window, no
+        job is created: ``ack.deduplicated`` is True and ``ack.job_id`` names
+        the original job.
+
+        Raises:
+            IdempotencyKeyTooLongError: the key is over the limit (checked
+                locally: nothing is sent).
+            IdempotencyKeyEmptyError: the key is "" (checked locally).
+            SeppError: the subclass of the server's reason, e.g.
+                UnknownQueueError, IdempotencyKeyConflictError.
+            UnavailableError: the server could not be reached after the
+                retries (keyed) or at once (unkeyed): the outcome is unknown.
+        """
+        body = self._prepare(request)
+        keyed = request.idempotency_key is not None
+        if self._batcher is not None:
+            return await self._batcher.enqueue(body, keyed, json_size(body))
+        return await self._enqueue_direct(body, keyed)
+
+    async def _enqueue_direct(self, body: Dict[str, Any], keyed: bool) -> Ack:
+        attempt = 0
+        while True:
+            try:
+                return Ack.from_json(await self._rpc("sepp.v1.JobService/Enqueue", body))
+            except UnavailableError as err:
+                if not (keyed or err.unsent) or attempt >= self._retry.max_retries or self._closed:
+                    raise
+                await asyncio.sleep(self._retry.delay(attempt))
+                attempt += 1
+
+    async def enqueue_batch(
+        self, requests: Sequence[EnqueueRequest], *, atomic: bool = False
+    ) -> List[BatchResult]:
+        """Enqueues jobs in one RPC and returns one result per job, in order.
+
+        A non-atomic batch judges each job alone: each result has an ``ack``
+        (with its own ``deduplicated`` flag) or an ``error``. An atomic batch
+        validates every job first and writes all or none: if one is invalid
+        the call raises that job's error, whose ``index`` names it, and
+        nothing is written. A dedup hit is not a failure.
+
+        A batch whose fate is unknown after a transport error is resent only
+        when every job has a key, since then a resend cannot duplicate one.
+
+        Raises:
+            SeppError: an atomic batch with a bad job (``err.index``), a
+                batch over the server's ``max_batch_size``
+                (BatchTooLargeError), or a transport failure.
+        """
+        results: List[Optional[BatchResult]] = [None] * len(requests)
+        send: List[Dict[str, Any]] = []
+        index: List[int] = []
+        for i, req in enumerate(requests):
+            try:
+                body = self._prepare(req)
+            except SeppError as err:
+                if atomic:
+                    err.metadata["index"] = str(i)
+                    err.message = f"jobs[{i}]: {err.message}"
+                    err.args = (f"{err.reason}: {err.message}",)
+                    raise
+                results[i] = BatchResult(error=err)
+                continue
+            send.append(body)
+            index.append(i)
+        if send:
+            all_keyed = all(requests[i].idempotency_key is not None for i in index)
+            attempt = 0
+            while True:
+                try:
+                    data = await self._rpc(
+                        "sepp.v1.JobService/EnqueueBatch", {"jobs": send, "atomic": atomic}
+                    )
+                    break
+                except UnavailableError as err:
+                    if not (all_keyed or err.unsent) or attempt >= self._retry.max_retries:
+                        raise
+                    await asyncio.sleep(self._retry.delay(attempt))
+                    attempt += 1
+            got = data.get("results") or []
+            if len(got) != len(send):
+                raise InternalError(f"server answered {len(got)} results for {len(send)} jobs")
+            for k, r in zip(index, got):
+                e = r.get("error")
+                if e is not None:
+                    results[k] = BatchResult(
+                        error=error_for(str(e.get("code", "")), e.get("reason"), str(e.get("message", "")))
+                    )
+                else:
+                    results[k] = BatchResult(ack=Ack.from_json(r.get("ack") or {}))
+        return [r for r in results if r is not None]
+
+    # --- jobs and keys -------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> Job:
+        """Reads a job.
+
+        Raises:
+            JobNotFoundError: no job has this id (never existed, or deleted
+                by retention).
+        """
+        data = await self._rpc("sepp.v1.JobService/GetJob", {"jobId": job_id})
+        return Job.from_json(data.get("job") or {})
+
+    async def cancel_job(self, job_id: str) -> Job:
+        """Cancels a job that has not finished and returns it; a finished job
+        is returned unchanged.
+
+        Raises:
+            JobNotFoundError: no job has this id.
+        """
+        data = await self._rpc("sepp.v1.JobService/CancelJob", {"jobId": job_id})
+        return Job.from_json(data.get("job") or {})
+
+    def _lookup_limit(self) -> Optional[int]:
+        # A lookup or release accepts at least the 64 hex digits of a
+        # content-derived key (dedup_by_content), as on the server.
+        return None if self._key_limit is None else max(self._key_limit, 64)
+
+    async def lookup_idempotency_key(self, queue: str, key: str) -> KeyLookup:
+        """Answers "was this already enqueued, and what became of it?"
+        without enqueueing anything.
+
+        Returns a :class:`KeyLookup` whose ``found`` is False when no live
+        record exists (never enqueued, expired, or released).
+        """
+        check_idempotency_key(key, self._lookup_limit())
+        data = await self._rpc(
+            "sepp.v1.JobService/LookupIdempotencyKey", {"queue": queue, "idempotencyKey": key}
+        )
+        return KeyLookup.from_json(data)
+
+    async def release_idempotency_key(self, queue: str, key: str) -> KeyRelease:
+        """Deletes the key's dedup record now, so the next enqueue with it
+        creates a new job. It never touches the job."""
+        check_idempotency_key(key, self._lookup_limit())
+        data = await self._rpc(
+            "sepp.v1.JobService/ReleaseIdempotencyKey", {"queue": queue, "idempotencyKey": key}
+        )
+        return KeyRelease(released=bool(data.get("released", False)), job_id=str(data.get("jobId", "")))
+
+    # --- workers -------------------------------------------------------------
+
+    async def reserve(
+        self,
+        queues: Union[str, Sequence[str]],
+        *,
+        worker_id: str = "",
+        max_jobs: int = 1,
+        lease: Optional[Seconds] = None,
+        wait: Optional[Seconds] = None,
+    ) -> List[Reservation]:
+        """Leases up to ``max_jobs`` jobs from ``queues``, waiting up to
+        ``wait`` seconds for one (long poll). Returns none when the wait ends
+        with nothing ready. Most programs use :class:`sepp.Worker`, which
+        reserves, extends leases and reports outcomes for them.
+
+        Args:
+            lease: how long each job is leased; None: the queue's lease_ms.
+        """
+        qs = [queues] if isinstance(queues, str) else list(queues)
+        wait_s = _seconds(wait) or 0.0
+        body: Dict[str, Any] = {"queues": qs, "maxJobs": max_jobs}
+        if worker_id:
+            body["workerId"] = worker_id
+        if lease is not None:
+            body["leaseMs"] = _wire.duration_ms(_seconds(lease))
+        if wait_s > 0:
+            body["waitMs"] = _wire.duration_ms(wait_s)
+        data = await self._rpc("sepp.v1.WorkerService/Reserve", body, timeout=self._timeout + wait_s)
+        return [Reservation.from_json(r) for r in data.get("jobs") or []]
+
+    async def complete(self, job_id: str, lease_token: str, result: Union[bytes, str, None] = None) -> None:
+        """Finishes a job, with an optional result that get_job and
+        lookup_idempotency_key return.
+
+        Raises:
+            LeaseLostError: the token no longer holds the lease.
+        """
+        body: Dict[str, Any] = {"jobId": job_id, "leaseToken": lease_token}
+        if result:
+            body["result"] = _wire.b64encode(result.encode() if isinstance(result, str) else bytes(result))
+        await self._rpc("sepp.v1.WorkerService/Complete", body)
+
+    async def complete_batch(self, completions: Sequence[Completion]) -> List[Optional[SeppError]]:
+        """Completes many jobs in one RPC, each judged alone, and returns one
+        entry per job: None, or its error (such as LeaseLostError)."""
+        items = []
+        for c in completions:
+            item: Dict[str, Any] = {"jobId": c.job_id, "leaseToken": c.lease_token}
+            if c.result:
+                item["result"] = _wire.b64encode(c.result)
+            items.append(item)
+        data = await self._rpc("sepp.v1.WorkerService/CompleteBatch", {"completions": items})
+        got = data.get("results") or []
+        if len(got) != len(completions):
+            raise InternalError("server answered a batch with the wrong number of results")
+        out: List[Optional[SeppError]] = []
+        for r in got:
+            e = r.get("error")
+            out.append(
+                None if e is None else error_for(str(e.get("code", "")), e.get("reason"), str(e.get("message", "")))
+            )
+        return out
+
+    async def fail(
+        self,
+        job_id: str,
+        lease_token: str,
+        error: str,
+        *,
+        retry_after: Optional[Seconds] = None,
+        permanent: bool = False,
+    ) -> FailResult:
+        """Reports a failed attempt. With attempts left the job is retried
+        after the queue's backoff, or after ``retry_after`` seconds when
+        given; ``permanent`` dead-letters it at once.
+
+        Raises:
+            LeaseLostError: the token no longer holds the lease.
+        """
+        body: Dict[str, Any] = {"jobId": job_id, "leaseToken": lease_token, "error": error}
+        if retry_after is not None:
+            body["retryAfterMs"] = _wire.duration_ms(_seconds(retry_after))
+        if permanent:
+            body["permanent"] = True
+        data = await self._rpc("sepp.v1.WorkerService/Fail", body)
+        return FailResult(state=JobState.parse(data.get("state")), next_run_at=_wire.parse_timestamp(data.get("nextRunAt")))
+
+    async def extend_lease(self, job_id: str, lease_token: str, lease: Seconds) -> Optional[datetime]:
+        """Keeps a lease alive for another ``lease`` seconds from now and
+        returns its new end.
+
+        Raises:
+            LeaseLostError: the token no longer holds the lease.
+        """
+        data = await self._rpc(
+            "sepp.v1.WorkerService/ExtendLease",
+            {"jobId": job_id, "leaseToken": lease_token, "leaseMs": _wire.duration_ms(_seconds(lease))},
+        )
+        return _wire.parse_timestamp(data.get("leaseExpiresAt"))
+
+    # --- effects -------------------------------------------------------------
+
+    async def claim_effect(
+        self,
+        scope: str,
+        key: str,
+        *,
+        ttl: Optional[Seconds] = None,
+        lease: Optional[Seconds] = None,
+        wait: Optional[Seconds] = None,
+    ) -> EffectClaim:
+        """Claims an effect key. Most programs use :func:`sepp.effect.do`,
+        which claims, extends, completes and releases for them.
+
+        Args:
+            ttl: how long the completed record lives; None: 24 h.
+            lease: how long the claim holds without an extension; None: 30 s.
+            wait: how long the server waits for another holder to finish.
+        """
+        wait_s = _seconds(wait) or 0.0
+        body: Dict[str, Any] = {"scope": scope, "key": key}
+        if ttl is not None:
+            body["ttlMs"] = _wire.duration_ms(_seconds(ttl))
+        if lease is not None:
+            body["leaseMs"] = _wire.duration_ms(_seconds(lease))
+        if wait_s > 0:
+            body["waitMs"] = _wire.duration_ms(wait_s)
+        data = await self._rpc("sepp.v1.EffectService/ClaimEffect", body, timeout=self._timeout + wait_s)
+        return EffectClaim(
+            state=EffectState.parse(data.get("outcome")),
+            token=str(data.get("token", "")),
+            result=_wire.b64decode(data.get("result")),
+            lease_expires_at=_wire.parse_timestamp(data.get("leaseExpiresAt")),
+        )
+
+    async def complete_effect(self, token: str, result: bytes = b"") -> None:
+        """Stores the effect's result under the claim's token."""
+        body: Dict[str, Any] = {"token": token}
+        if result:
+            body["result"] = _wire.b64encode(result)
+        await self._rpc("sepp.v1.EffectService/CompleteEffect", body)
+
+    async def release_effect(self, token: str) -> None:
+        """Gives the claim up after a failed effect, so a retry can run it."""
+        await self._rpc("sepp.v1.EffectService/ReleaseEffect", {"token": token})
+
+    async def extend_effect_lease(self, token: str, lease: Seconds) -> Optional[datetime]:
+        """Keeps a claim alive for another ``lease`` seconds from now."""
+        data = await self._rpc(
+            "sepp.v1.EffectService/ExtendEffectLease",
+            {"token": token, "leaseMs": _wire.duration_ms(_seconds(lease))},
+        )
+        return _wire.parse_timestamp(data.get("leaseExpiresAt"))
+
+    async def get_effect(self, scope: str, key: str) -> EffectRecord:
+        """Reads an effect key without claiming it."""
+        data = await self._rpc("sepp.v1.EffectService/GetEffect", {"scope": scope, "key": key})
+        found = bool(data.get("found", False))
+        if not found:
+            return EffectRecord(found=False)
+        return EffectRecord(
+            found=True,
+            state=EffectState.parse(data.get("state")),
+            result=_wire.b64decode(data.get("result")),
+            completed_at=_wire.parse_timestamp(data.get("completedAt")),
+            expires_at=_wire.parse_timestamp(data.get("expiresAt")),
+        )
+
+    # --- admin ---------------------------------------------------------------
+
+    async def list_queues(self) -> List[QueueInfo]:
+        """Lists the declared queues and every queue that has jobs."""
+        data = await self._rpc("sepp.v1.AdminService/ListQueues", {})
+        return [QueueInfo.from_json(q) for q in data.get("queues") or []]
+
+    async def queue_info(self, queue: str) -> QueueInfo:
+        """The counts of one queue (all zero when it has no jobs)."""
+        for q in await self.list_queues():
+            if q.name == queue:
+                return q
+        return QueueInfo(name=queue)
+
+    async def list_jobs(
+        self,
+        *,
+        queue: str = "",
+        state: Optional[JobState] = None,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> JobPage:
+        """Lists jobs by queue and state, a page at a time, oldest first."""
+        body: Dict[str, Any] = {}
+        if queue:
+            body["queue"] = queue
+        if state is not None and state is not JobState.UNSPECIFIED:
+            body["state"] = state.value
+        if page_size:
+            body["pageSize"] = page_size
+        if page_token:
+            body["pageToken"] = page_token
+        data = await self._rpc("sepp.v1.AdminService/ListJobs", body)
+        return JobPage(
+            jobs=[Job.from_json(j) for j in data.get("jobs") or []],
+            next_page_token=str(data.get("nextPageToken", "")),
+        )
+
+    @staticmethod
+    def _dead_selection(queue: str, job_ids: Optional[Iterable[str]], all: bool) -> Dict[str, Any]:
+        body: Dict[str, Any] = {}
+        if queue:
+            body["queue"] = queue
+        if job_ids:
+            body["jobIds"] = list(job_ids)
+        if all:
+            body["all"] = True
+        return body
+
+    async def requeue_dead_jobs(
+        self, *, queue: str = "", job_ids: Optional[Iterable[str]] = None, all: bool = False
+    ) -> int:
+        """Makes the selected dead jobs available again with their attempts
+        reset; returns how many."""
+        data = await self._rpc("sepp.v1.AdminService/RequeueDeadJobs", self._dead_selection(queue, job_ids, all))
+        return _wire.as_int(data.get("requeued"))
+
+    async def purge_dead_jobs(
+        self, *, queue: str = "", job_ids: Optional[Iterable[str]] = None, all: bool = False
+    ) -> int:
+        """Deletes the selected dead jobs; returns how many. Their dedup
+        records stay until their windows end."""
+        data = await self._rpc("sepp.v1.AdminService/PurgeDeadJobs", self._dead_selection(queue, job_ids, all))
+        return _wire.as_int(data.get("purged"))
+
+    async def pause_queue(self, queue: str) -> None:
+        """Stops delivery from a queue. Enqueues still succeed."""
+        await self._rpc("sepp.v1.AdminService/PauseQueue", {"queue": queue})
+
+    async def resume_queue(self, queue: str) -> None:
+        """Resumes delivery from a paused queue."""
+        await self._rpc("sepp.v1.AdminService/ResumeQueue", {"queue": queue})

@@ -1,0 +1,306 @@
+"""Errors: one exception class per reason the server gives, under SeppError.
+
+Every error the client raises for a server answer, a transport failure or
+its own checks before sending is a :class:`SeppError`. Catch the class of
+the reason you care about::
+
+    try:
+        ack = await client.enqueue(request)
+    except IdempotencyKeyConflictError:
+        ...  # the key was used for another payload
+    except SeppError as err:
+        print(err.code, err.reason, err.message, err.metadata)
+
+The reason (``err.reason``, e.g. ``"IDEMPOTENCY_KEY_TOO_LONG"``) is the
+stable name the server puts in its ``google.rpc.ErrorInfo`` detail; the class
+is chosen from it, never from the message. A reason this version of the
+client does not know still arrives as a plain :class:`SeppError` carrying it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Dict, Mapping, Optional, Type
+
+__all__ = [
+    "SeppError",
+    "IdempotencyKeyTooLongError",
+    "IdempotencyKeyEmptyError",
+    "IdempotencyKeyConflictError",
+    "IdempotencyKeyRequiredError",
+    "UnknownQueueError",
+    "UnknownJobTypeError",
+    "PayloadTooLargeError",
+    "BatchTooLargeError",
+    "InvalidFieldError",
+    "JobNotFoundError",
+    "LeaseLostError",
+    "EffectInProgressError",
+    "DuplicateJobError",
+    "DedupRuleViolatedError",
+    "UnauthenticatedError",
+    "PermissionDeniedError",
+    "LimitExceededError",
+    "UnavailableError",
+    "InternalError",
+    "InvalidEffectKeyError",
+    "error_for",
+]
+
+
+class SeppError(Exception):
+    """Base class of every error of the Sepp client.
+
+    Attributes:
+        code: the Connect code name, e.g. ``"invalid_argument"``.
+        reason: the stable reason, e.g. ``"IDEMPOTENCY_KEY_TOO_LONG"``.
+        message: what went wrong and what to do, as the server (or the
+            client's own check) wrote it.
+        metadata: the ErrorInfo metadata, e.g. ``{"index": "1"}`` for an
+            atomic batch or ``{"field": "queue"}``.
+        index: the failing job of an atomic batch (from ``metadata["index"]``),
+            or None.
+        unsent: True when the request certainly never left the client.
+    """
+
+    #: The reason this class stands for; the base class has none of its own.
+    REASON: ClassVar[str] = ""
+    #: The Connect code the server uses for this reason.
+    CODE: ClassVar[str] = "unknown"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: Optional[str] = None,
+        reason: Optional[str] = None,
+        metadata: Optional[Mapping[str, str]] = None,
+    ) -> None:
+        self.code: str = code or self.CODE
+        self.reason: str = reason or self.REASON or "UNKNOWN"
+        self.message: str = message
+        self.metadata: Dict[str, str] = dict(metadata or {})
+        #: True when the request certainly never reached the server (the
+        #: connection could not be opened), so even an unkeyed enqueue may
+        #: be resent.
+        self.unsent: bool = False
+        super().__init__(f"{self.reason}: {message}")
+
+    @property
+    def index(self) -> Optional[int]:
+        """The failing job of an atomic batch, or None."""
+        raw = self.metadata.get("index")
+        try:
+            return int(raw) if raw is not None else None
+        except ValueError:
+            return None
+
+    @property
+    def retryable(self) -> bool:
+        """True when the outcome of the call is unknown (the server may or may
+        not have written it): a keyed enqueue is then safe to resend."""
+        return self.reason == UnavailableError.REASON
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, reason={self.reason!r}, message={self.message!r})"
+
+
+class IdempotencyKeyTooLongError(SeppError):
+    """The key is longer than ``max_idempotency_key_bytes`` (256 by default),
+    counted in bytes of UTF-8 (the seed's ``IdempotencyKeyTooLong``)."""
+
+    REASON = "IDEMPOTENCY_KEY_TOO_LONG"
+    CODE = "invalid_argument"
+
+
+class IdempotencyKeyEmptyError(SeppError):
+    """A key was given but is empty. Pass ``idempotency_key=None`` (the
+    default) to enqueue without a key; an empty string is refused, since it
+    usually means the value meant for the key was missing."""
+
+    REASON = "IDEMPOTENCY_KEY_EMPTY"
+    CODE = "invalid_argument"
+
+
+class IdempotencyKeyConflictError(SeppError):
+    """The key is recorded with a different job type or payload on a queue
+    with ``key_reuse = "reject_mismatch"``. Nothing was written."""
+
+    REASON = "IDEMPOTENCY_KEY_CONFLICT"
+    CODE = "already_exists"
+
+
+class IdempotencyKeyRequiredError(SeppError):
+    """The queue has ``require_key = true`` and the job has no key, given or
+    derived."""
+
+    REASON = "IDEMPOTENCY_KEY_REQUIRED"
+    CODE = "invalid_argument"
+
+
+class UnknownQueueError(SeppError):
+    """The queue is not declared and the server runs with ``strict = true``."""
+
+    REASON = "UNKNOWN_QUEUE"
+    CODE = "not_found"
+
+
+class UnknownJobTypeError(SeppError):
+    """The job type is not in the queue's ``job_types`` allow-list."""
+
+    REASON = "UNKNOWN_JOB_TYPE"
+    CODE = "invalid_argument"
+
+
+class PayloadTooLargeError(SeppError):
+    """The payload (or a result) exceeds ``max_payload_bytes``."""
+
+    REASON = "PAYLOAD_TOO_LARGE"
+    CODE = "invalid_argument"
+
+
+class BatchTooLargeError(SeppError):
+    """The batch has more jobs than ``max_batch_size``."""
+
+    REASON = "BATCH_TOO_LARGE"
+    CODE = "invalid_argument"
+
+
+class InvalidFieldError(SeppError):
+    """Another field is malformed; the message (and ``metadata["field"]``)
+    names it."""
+
+    REASON = "INVALID_FIELD"
+    CODE = "invalid_argument"
+
+
+class JobNotFoundError(SeppError):
+    """No job has this id: it never existed, or retention deleted it."""
+
+    REASON = "JOB_NOT_FOUND"
+    CODE = "not_found"
+
+
+class LeaseLostError(SeppError):
+    """The lease token no longer holds the job's (or the effect's) lease:
+    another delivery owns it now. Stop working on it."""
+
+    REASON = "LEASE_LOST"
+    CODE = "failed_precondition"
+
+
+class EffectInProgressError(SeppError):
+    """Another holder is running the effect (``effect.do(..., mode="raise")``).
+    The worker runtime retries a job that fails with it after one second."""
+
+    REASON = "EFFECT_IN_PROGRESS"
+    CODE = "aborted"
+
+
+class DuplicateJobError(SeppError):
+    """A dedup hit on a queue with ``on_duplicate = "reject"``;
+    ``metadata["job_id"]`` names the original."""
+
+    REASON = "DUPLICATE_JOB"
+    CODE = "already_exists"
+
+
+class DedupRuleViolatedError(SeppError):
+    """A ``[[queues.rules]]`` rule matched a job within its window; metadata
+    ``rule``, ``job_id`` and ``frees_at`` say which."""
+
+    REASON = "DEDUP_RULE_VIOLATED"
+    CODE = "failed_precondition"
+
+
+class UnauthenticatedError(SeppError):
+    """No bearer token, or one that matches none, while the server's
+    ``[auth]`` is on."""
+
+    REASON = "UNAUTHENTICATED"
+    CODE = "unauthenticated"
+
+
+class PermissionDeniedError(SeppError):
+    """The token's roles or queues do not cover this call."""
+
+    REASON = "PERMISSION_DENIED"
+    CODE = "permission_denied"
+
+
+class LimitExceededError(SeppError):
+    """A server limit (queues per reserve, long polls, connections); the
+    message names the config key."""
+
+    REASON = "LIMIT_EXCEEDED"
+    CODE = "resource_exhausted"
+
+
+class UnavailableError(SeppError):
+    """The server could not be reached, or the call ended before its write
+    was acknowledged: the outcome is unknown. A keyed enqueue is safe to
+    resend with the same key (the client does so by itself)."""
+
+    REASON = "UNAVAILABLE"
+    CODE = "unavailable"
+
+
+class InternalError(SeppError):
+    """The server failed (a bug or a storage failure), or answered something
+    the client cannot read; the message says which."""
+
+    REASON = "INTERNAL"
+    CODE = "internal"
+
+
+class InvalidEffectKeyError(InvalidFieldError):
+    """An effect scope or key is empty, longer than 256 bytes of UTF-8, or
+    not a string. Raised by :func:`sepp.effect.do` before anything is sent;
+    the effect did not run."""
+
+
+_BY_REASON: Dict[str, Type[SeppError]] = {
+    cls.REASON: cls
+    for cls in (
+        IdempotencyKeyTooLongError,
+        IdempotencyKeyEmptyError,
+        IdempotencyKeyConflictError,
+        IdempotencyKeyRequiredError,
+        UnknownQueueError,
+        UnknownJobTypeError,
+        PayloadTooLargeError,
+        BatchTooLargeError,
+        InvalidFieldError,
+        JobNotFoundError,
+        LeaseLostError,
+        EffectInProgressError,
+        DuplicateJobError,
+        DedupRuleViolatedError,
+        UnauthenticatedError,
+        PermissionDeniedError,
+        LimitExceededError,
+        UnavailableError,
+        InternalError,
+    )
+}
+
+# Reasons for errors that carry none, by Connect code (as the Go client).
+_REASON_BY_CODE = {
+    "unavailable": UnavailableError.REASON,
+    "deadline_exceeded": UnavailableError.REASON,
+    "not_found": JobNotFoundError.REASON,
+    "unauthenticated": UnauthenticatedError.REASON,
+    "permission_denied": PermissionDeniedError.REASON,
+}
+
+
+def error_for(
+    code: str,
+    reason: Optional[str],
+    message: str,
+    metadata: Optional[Mapping[str, str]] = None,
+) -> SeppError:
+    """Builds the exception for a reason (or, without one, for a code)."""
+    if not reason:
+        reason = _REASON_BY_CODE.get(code, InternalError.REASON)
+    cls = _BY_REASON.get(reason, SeppError)
+    return cls(message, code=code, reason=reason, metadata=metadata)
