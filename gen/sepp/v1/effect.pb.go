@@ -273,10 +273,17 @@ func (x *CompleteEffectRequest) GetResult() []byte {
 	return nil
 }
 
+// CompleteEffectResponse carries the stored result. A repeated CompleteEffect
+// with the token that completed the effect succeeds and returns what the first
+// call stored; any other token gets LEASE_LOST.
 type CompleteEffectResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Result      []byte                 `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	// True when this token had already completed the effect: nothing changed.
+	AlreadyCompleted bool `protobuf:"varint,3,opt,name=already_completed,json=alreadyCompleted,proto3" json:"already_completed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CompleteEffectResponse) Reset() {
@@ -307,6 +314,27 @@ func (x *CompleteEffectResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CompleteEffectResponse.ProtoReflect.Descriptor instead.
 func (*CompleteEffectResponse) Descriptor() ([]byte, []int) {
 	return file_sepp_v1_effect_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CompleteEffectResponse) GetResult() []byte {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *CompleteEffectResponse) GetCompletedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CompletedAt
+	}
+	return nil
+}
+
+func (x *CompleteEffectResponse) GetAlreadyCompleted() bool {
+	if x != nil {
+		return x.AlreadyCompleted
+	}
+	return false
 }
 
 type ReleaseEffectRequest struct {
@@ -631,8 +659,11 @@ const file_sepp_v1_effect_proto_rawDesc = "" +
 	"\x10lease_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"E\n" +
 	"\x15CompleteEffectRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x16\n" +
-	"\x06result\x18\x02 \x01(\fR\x06result\"\x18\n" +
-	"\x16CompleteEffectResponse\",\n" +
+	"\x06result\x18\x02 \x01(\fR\x06result\"\x9c\x01\n" +
+	"\x16CompleteEffectResponse\x12\x16\n" +
+	"\x06result\x18\x01 \x01(\fR\x06result\x12=\n" +
+	"\fcompleted_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12+\n" +
+	"\x11already_completed\x18\x03 \x01(\bR\x10alreadyCompleted\",\n" +
 	"\x14ReleaseEffectRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\"\x17\n" +
 	"\x15ReleaseEffectResponse\"K\n" +
@@ -694,25 +725,26 @@ var file_sepp_v1_effect_proto_goTypes = []any{
 var file_sepp_v1_effect_proto_depIdxs = []int32{
 	0,  // 0: sepp.v1.ClaimEffectResponse.outcome:type_name -> sepp.v1.ClaimOutcome
 	11, // 1: sepp.v1.ClaimEffectResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	11, // 2: sepp.v1.ExtendEffectLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 3: sepp.v1.GetEffectResponse.state:type_name -> sepp.v1.ClaimOutcome
-	11, // 4: sepp.v1.GetEffectResponse.completed_at:type_name -> google.protobuf.Timestamp
-	11, // 5: sepp.v1.GetEffectResponse.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 6: sepp.v1.EffectService.ClaimEffect:input_type -> sepp.v1.ClaimEffectRequest
-	3,  // 7: sepp.v1.EffectService.CompleteEffect:input_type -> sepp.v1.CompleteEffectRequest
-	5,  // 8: sepp.v1.EffectService.ReleaseEffect:input_type -> sepp.v1.ReleaseEffectRequest
-	7,  // 9: sepp.v1.EffectService.ExtendEffectLease:input_type -> sepp.v1.ExtendEffectLeaseRequest
-	9,  // 10: sepp.v1.EffectService.GetEffect:input_type -> sepp.v1.GetEffectRequest
-	2,  // 11: sepp.v1.EffectService.ClaimEffect:output_type -> sepp.v1.ClaimEffectResponse
-	4,  // 12: sepp.v1.EffectService.CompleteEffect:output_type -> sepp.v1.CompleteEffectResponse
-	6,  // 13: sepp.v1.EffectService.ReleaseEffect:output_type -> sepp.v1.ReleaseEffectResponse
-	8,  // 14: sepp.v1.EffectService.ExtendEffectLease:output_type -> sepp.v1.ExtendEffectLeaseResponse
-	10, // 15: sepp.v1.EffectService.GetEffect:output_type -> sepp.v1.GetEffectResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	11, // 2: sepp.v1.CompleteEffectResponse.completed_at:type_name -> google.protobuf.Timestamp
+	11, // 3: sepp.v1.ExtendEffectLeaseResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 4: sepp.v1.GetEffectResponse.state:type_name -> sepp.v1.ClaimOutcome
+	11, // 5: sepp.v1.GetEffectResponse.completed_at:type_name -> google.protobuf.Timestamp
+	11, // 6: sepp.v1.GetEffectResponse.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 7: sepp.v1.EffectService.ClaimEffect:input_type -> sepp.v1.ClaimEffectRequest
+	3,  // 8: sepp.v1.EffectService.CompleteEffect:input_type -> sepp.v1.CompleteEffectRequest
+	5,  // 9: sepp.v1.EffectService.ReleaseEffect:input_type -> sepp.v1.ReleaseEffectRequest
+	7,  // 10: sepp.v1.EffectService.ExtendEffectLease:input_type -> sepp.v1.ExtendEffectLeaseRequest
+	9,  // 11: sepp.v1.EffectService.GetEffect:input_type -> sepp.v1.GetEffectRequest
+	2,  // 12: sepp.v1.EffectService.ClaimEffect:output_type -> sepp.v1.ClaimEffectResponse
+	4,  // 13: sepp.v1.EffectService.CompleteEffect:output_type -> sepp.v1.CompleteEffectResponse
+	6,  // 14: sepp.v1.EffectService.ReleaseEffect:output_type -> sepp.v1.ReleaseEffectResponse
+	8,  // 15: sepp.v1.EffectService.ExtendEffectLease:output_type -> sepp.v1.ExtendEffectLeaseResponse
+	10, // 16: sepp.v1.EffectService.GetEffect:output_type -> sepp.v1.GetEffectResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_sepp_v1_effect_proto_init() }

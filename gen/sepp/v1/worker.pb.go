@@ -281,9 +281,12 @@ func (x *CompleteRequest) GetResult() []byte {
 }
 
 type CompleteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when this token had already completed the job (a retried call whose
+	// first answer was lost): nothing changed.
+	AlreadyCompleted bool `protobuf:"varint,1,opt,name=already_completed,json=alreadyCompleted,proto3" json:"already_completed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CompleteResponse) Reset() {
@@ -314,6 +317,13 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
 	return file_sepp_v1_worker_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CompleteResponse) GetAlreadyCompleted() bool {
+	if x != nil {
+		return x.AlreadyCompleted
+	}
+	return false
 }
 
 type CompleteBatchRequest struct {
@@ -408,9 +418,11 @@ func (x *CompleteBatchResponse) GetResults() []*CompleteBatchResult {
 type CompleteBatchResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unset: completed. Set: why not (LEASE_LOST for a stale token).
-	Error         *BatchItemError `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error *BatchItemError `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	// True when this token had already completed the job: nothing changed.
+	AlreadyCompleted bool `protobuf:"varint,2,opt,name=already_completed,json=alreadyCompleted,proto3" json:"already_completed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CompleteBatchResult) Reset() {
@@ -448,6 +460,13 @@ func (x *CompleteBatchResult) GetError() *BatchItemError {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *CompleteBatchResult) GetAlreadyCompleted() bool {
+	if x != nil {
+		return x.AlreadyCompleted
+	}
+	return false
 }
 
 type FailRequest struct {
@@ -527,9 +546,12 @@ func (x *FailRequest) GetPermanent() bool {
 }
 
 type FailResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	State         JobState               `protobuf:"varint,1,opt,name=state,proto3,enum=sepp.v1.JobState" json:"state,omitempty"`
-	NextRunAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=next_run_at,json=nextRunAt,proto3" json:"next_run_at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	State     JobState               `protobuf:"varint,1,opt,name=state,proto3,enum=sepp.v1.JobState" json:"state,omitempty"`
+	NextRunAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=next_run_at,json=nextRunAt,proto3" json:"next_run_at,omitempty"`
+	// True when this token had already failed the job (a retried call whose
+	// first answer was lost): nothing changed, and state is the job's state now.
+	AlreadyFailed bool `protobuf:"varint,3,opt,name=already_failed,json=alreadyFailed,proto3" json:"already_failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -576,6 +598,13 @@ func (x *FailResponse) GetNextRunAt() *timestamppb.Timestamp {
 		return x.NextRunAt
 	}
 	return nil
+}
+
+func (x *FailResponse) GetAlreadyFailed() bool {
+	if x != nil {
+		return x.AlreadyFailed
+	}
+	return false
 }
 
 type ExtendLeaseRequest struct {
@@ -706,14 +735,16 @@ const file_sepp_v1_worker_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
 	"leaseToken\x12\x16\n" +
-	"\x06result\x18\x03 \x01(\fR\x06result\"\x12\n" +
-	"\x10CompleteResponse\"R\n" +
+	"\x06result\x18\x03 \x01(\fR\x06result\"?\n" +
+	"\x10CompleteResponse\x12+\n" +
+	"\x11already_completed\x18\x01 \x01(\bR\x10alreadyCompleted\"R\n" +
 	"\x14CompleteBatchRequest\x12:\n" +
 	"\vcompletions\x18\x01 \x03(\v2\x18.sepp.v1.CompleteRequestR\vcompletions\"O\n" +
 	"\x15CompleteBatchResponse\x126\n" +
-	"\aresults\x18\x01 \x03(\v2\x1c.sepp.v1.CompleteBatchResultR\aresults\"D\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.sepp.v1.CompleteBatchResultR\aresults\"q\n" +
 	"\x13CompleteBatchResult\x12-\n" +
-	"\x05error\x18\x01 \x01(\v2\x17.sepp.v1.BatchItemErrorR\x05error\"\xb7\x01\n" +
+	"\x05error\x18\x01 \x01(\v2\x17.sepp.v1.BatchItemErrorR\x05error\x12+\n" +
+	"\x11already_completed\x18\x02 \x01(\bR\x10alreadyCompleted\"\xb7\x01\n" +
 	"\vFailRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
@@ -721,10 +752,11 @@ const file_sepp_v1_worker_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12)\n" +
 	"\x0eretry_after_ms\x18\x04 \x01(\x03H\x00R\fretryAfterMs\x88\x01\x01\x12\x1c\n" +
 	"\tpermanent\x18\x05 \x01(\bR\tpermanentB\x11\n" +
-	"\x0f_retry_after_ms\"s\n" +
+	"\x0f_retry_after_ms\"\x9a\x01\n" +
 	"\fFailResponse\x12'\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x11.sepp.v1.JobStateR\x05state\x12:\n" +
-	"\vnext_run_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tnextRunAt\"g\n" +
+	"\vnext_run_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tnextRunAt\x12%\n" +
+	"\x0ealready_failed\x18\x03 \x01(\bR\ralreadyFailed\"g\n" +
 	"\x12ExtendLeaseRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +

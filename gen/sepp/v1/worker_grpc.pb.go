@@ -36,11 +36,15 @@ type WorkerServiceClient interface {
 	// wait_ms for one to become available.
 	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
 	// Complete finishes a job. It needs the lease token that holds the lease.
+	// Repeating a Complete that was committed (its answer lost) with the same
+	// token succeeds and changes nothing; any other token gets LEASE_LOST.
 	Complete(ctx context.Context, in *CompleteRequest, opts ...grpc.CallOption) (*CompleteResponse, error)
 	// CompleteBatch finishes many jobs in one call, each judged alone; all are
 	// durable together when it returns.
 	CompleteBatch(ctx context.Context, in *CompleteBatchRequest, opts ...grpc.CallOption) (*CompleteBatchResponse, error)
 	// Fail records a failed attempt; the job is retried or dead-lettered.
+	// Repeating a Fail that was committed with the same token succeeds, changes
+	// nothing and reports what became of the job.
 	Fail(ctx context.Context, in *FailRequest, opts ...grpc.CallOption) (*FailResponse, error)
 	// ExtendLease keeps a lease alive while a handler runs.
 	ExtendLease(ctx context.Context, in *ExtendLeaseRequest, opts ...grpc.CallOption) (*ExtendLeaseResponse, error)
@@ -114,11 +118,15 @@ type WorkerServiceServer interface {
 	// wait_ms for one to become available.
 	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
 	// Complete finishes a job. It needs the lease token that holds the lease.
+	// Repeating a Complete that was committed (its answer lost) with the same
+	// token succeeds and changes nothing; any other token gets LEASE_LOST.
 	Complete(context.Context, *CompleteRequest) (*CompleteResponse, error)
 	// CompleteBatch finishes many jobs in one call, each judged alone; all are
 	// durable together when it returns.
 	CompleteBatch(context.Context, *CompleteBatchRequest) (*CompleteBatchResponse, error)
 	// Fail records a failed attempt; the job is retried or dead-lettered.
+	// Repeating a Fail that was committed with the same token succeeds, changes
+	// nothing and reports what became of the job.
 	Fail(context.Context, *FailRequest) (*FailResponse, error)
 	// ExtendLease keeps a lease alive while a handler runs.
 	ExtendLease(context.Context, *ExtendLeaseRequest) (*ExtendLeaseResponse, error)

@@ -53,11 +53,15 @@ type WorkerServiceClient interface {
 	// wait_ms for one to become available.
 	Reserve(context.Context, *v1.ReserveRequest) (*v1.ReserveResponse, error)
 	// Complete finishes a job. It needs the lease token that holds the lease.
+	// Repeating a Complete that was committed (its answer lost) with the same
+	// token succeeds and changes nothing; any other token gets LEASE_LOST.
 	Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error)
 	// CompleteBatch finishes many jobs in one call, each judged alone; all are
 	// durable together when it returns.
 	CompleteBatch(context.Context, *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error)
 	// Fail records a failed attempt; the job is retried or dead-lettered.
+	// Repeating a Fail that was committed with the same token succeeds, changes
+	// nothing and reports what became of the job.
 	Fail(context.Context, *v1.FailRequest) (*v1.FailResponse, error)
 	// ExtendLease keeps a lease alive while a handler runs.
 	ExtendLease(context.Context, *v1.ExtendLeaseRequest) (*v1.ExtendLeaseResponse, error)
@@ -167,11 +171,15 @@ type WorkerServiceHandler interface {
 	// wait_ms for one to become available.
 	Reserve(context.Context, *v1.ReserveRequest) (*v1.ReserveResponse, error)
 	// Complete finishes a job. It needs the lease token that holds the lease.
+	// Repeating a Complete that was committed (its answer lost) with the same
+	// token succeeds and changes nothing; any other token gets LEASE_LOST.
 	Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error)
 	// CompleteBatch finishes many jobs in one call, each judged alone; all are
 	// durable together when it returns.
 	CompleteBatch(context.Context, *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error)
 	// Fail records a failed attempt; the job is retried or dead-lettered.
+	// Repeating a Fail that was committed with the same token succeeds, changes
+	// nothing and reports what became of the job.
 	Fail(context.Context, *v1.FailRequest) (*v1.FailResponse, error)
 	// ExtendLease keeps a lease alive while a handler runs.
 	ExtendLease(context.Context, *v1.ExtendLeaseRequest) (*v1.ExtendLeaseResponse, error)
