@@ -37,6 +37,9 @@ func enqueue(t *testing.T, c *sepp.Client, queue, jobType, key string) *sepp.Ack
 	return ack
 }
 
+// TestSeedScenario is the README's one-minute tour through the Go client,
+// with batching on and off: a retried enqueue is a hit on the first job, and
+// the same key on another queue is a new job.
 func TestSeedScenario(t *testing.T) {
 	t.Parallel()
 	srv := testserver.Start(t, testserver.Options{})

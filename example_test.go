@@ -10,8 +10,8 @@ import (
 	"github.com/sepp-dev/sepp"
 )
 
-// The seed's example: derive the key from what the job is about, so a retry
-// of the same logical enqueue carries the same key.
+// The README's first example: derive the key from what the job is about, so
+// a retry of the same logical enqueue carries the same key.
 func Example() {
 	ctx := context.Background()
 	client, err := sepp.Connect(ctx, exampleServerURL) // e.g. "http://localhost:50051"

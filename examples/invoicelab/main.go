@@ -1,6 +1,9 @@
-// Command invoicelab replays the lab of the post on handler-side idempotency
-// (the seed 001) against a real Sepp server, and prints its three tables with
-// Sepp's figures.
+// Command invoicelab plays three cases of handler-side idempotency against a
+// real Sepp server and prints, for each, how many mails went out: a worker
+// that sends an invoice mail and dies before its ack, two workers running
+// one job at once (effect.Wait and effect.Raise), and an effect key built
+// three ways. docs/effects.md explains each case; effect/effect_test.go
+// asserts the same figures.
 //
 //	go run ./examples/invoicelab               # starts a server in this process
 //	go run ./examples/invoicelab -addr http://127.0.0.1:50051
@@ -30,7 +33,7 @@ import (
 	"github.com/sepp-dev/sepp/internal/store/sqlite"
 )
 
-// lease is the job lease of the lab's queue: short, so redeliveries come fast.
+// lease is the job lease of each case's queue: short, so redeliveries come fast.
 const lease = 300 * time.Millisecond
 
 func main() {

@@ -15,7 +15,7 @@ import (
 	"github.com/sepp-dev/sepp/internal/store"
 )
 
-// Effect defaults and bounds (SPEC §5).
+// Effect defaults and bounds, documented in docs/effects.md (The wire API).
 const (
 	maxEffectNameBytes   = 256
 	defaultEffectTTL     = 24 * time.Hour

@@ -15,8 +15,9 @@ import (
 	"github.com/sepp-dev/sepp/internal/store"
 )
 
-// Limits on fields the spec leaves open. They keep one request from holding
-// unbounded memory in the writer; each has a reason-coded error.
+// Limits on fields that have no config key. They keep one request from
+// holding unbounded memory in the writer; each has a reason-coded error
+// (INVALID_FIELD, listed in docs/errors.md).
 const (
 	maxJobTypeBytes     = 255
 	maxHeaderBytes      = 64 << 10
@@ -135,8 +136,9 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 	}
 }
 
-// validateEnqueue checks req against SPEC §3 and the configuration and
-// resolves the queue's settings into a store.EnqueueJob.
+// validateEnqueue checks req against the enqueue rules (docs/idempotency.md,
+// and the reasons of docs/errors.md) and the configuration, and resolves the
+// queue's settings into a store.EnqueueJob.
 func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, *apiError) {
 	var job store.EnqueueJob
 	queue := req.GetQueue()

@@ -17,7 +17,8 @@ import (
 // ErrorDomain is the ErrorInfo domain of every Sepp error.
 const ErrorDomain = "sepp.dev"
 
-// The stable reasons of SPEC §2. Clients switch on these; never rename one.
+// The stable reasons, each documented in docs/errors.md. Clients switch on
+// these; never rename one.
 const (
 	ReasonIdempotencyKeyTooLong  = "IDEMPOTENCY_KEY_TOO_LONG"
 	ReasonIdempotencyKeyEmpty    = "IDEMPOTENCY_KEY_EMPTY"

@@ -50,6 +50,9 @@ func postJSON(t *testing.T, url, body string) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
+// TestConnectJSONSeedScenario is the README's curl tour in Connect JSON: a
+// retried enqueue is a hit on the first job, and the same key on another
+// queue is a new job.
 func TestConnectJSONSeedScenario(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{})
 	url := srv.URL + "/sepp.v1.JobService/Enqueue"

@@ -253,7 +253,8 @@ type SweepResult struct {
 // carry the token of the job's current lease; any other token is stale.
 type LeaseToken [16]byte
 
-// Worker-side operations (SPEC §4). They are part of Store; see Worker.
+// Worker-side operations (docs/lifecycle.md describes them). They are part
+// of Store; see Worker.
 type Worker interface {
 	// Reserve leases up to Max ready jobs from Queues, in priority, then
 	// run-at, then enqueue order, skipping paused queues. Expired leases are
@@ -395,7 +396,7 @@ const (
 )
 
 // Effects is the handler side: effect keys that make an external effect
-// happen once under at-least-once delivery (SPEC §5).
+// happen once under at-least-once delivery (docs/effects.md).
 type Effects interface {
 	// ClaimEffect acquires (scope, key) when it is free, expired, or held
 	// under a lease that has ended; reports it completed, with its result,

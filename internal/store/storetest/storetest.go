@@ -1,7 +1,9 @@
 // Package storetest is the conformance suite every store.Store backend runs.
-// It states the behaviour SPEC §3 and §7 ask of storage: atomic dedup with
-// exact windows, batches, lookups, release, cancel and the sweeper, and
-// exactly-one-job-per-key under concurrency.
+// It states the behaviour the server asks of storage: atomic dedup with
+// exact windows (docs/idempotency.md), batches, lookups, release, cancel and
+// the sweeper, exactly-one-job-per-key under concurrency, delivery under
+// leases (docs/lifecycle.md), the admin calls, and effect keys
+// (docs/effects.md).
 //
 // A backend's test calls Run with a function that opens a fresh, empty store.
 package storetest
