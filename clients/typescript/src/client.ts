@@ -1,0 +1,992 @@
+/**
+ * The Sepp client: connect, enqueue (one job, a batch), read jobs, look up
+ * and release idempotency keys, and the worker and effect calls that
+ * {@link Worker} and {@link Effects} build on.
+ *
+ * ```ts
+ * import { SeppClient } from "sepp";
+ *
+ * const client = await SeppClient.connect("http://localhost:50051");
+ * const ack = await client.enqueue({ queue: "emails", jobType: "receipt", idempotencyKey: "receipt-order-8a3f" });
+ * // ack.deduplicated: the key was already recorded; ack.jobId names the original job.
+ * ```
+ *
+ * A client is safe to share. Concurrent `enqueue` calls are coalesced into
+ * EnqueueBatch RPCs (natural batching: an idle client sends at once; while
+ * the RPCs in flight are busy, the next calls gather and go together when one
+ * returns), and each caller still gets its own ack or error. A keyed enqueue
+ * whose fate is unknown after a transport error is resent with the same key,
+ * which makes the retry harmless; an unkeyed one is never resent.
+ *
+ * @module
+ */
+import { Code, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import type { EnqueueBatchResult } from "./gen/sepp/v1/job_pb.js";
+import { JobService } from "./gen/sepp/v1/job_pb.js";
+import { WorkerService } from "./gen/sepp/v1/worker_pb.js";
+import { EffectService } from "./gen/sepp/v1/effect_pb.js";
+import { AdminService } from "./gen/sepp/v1/admin_pb.js";
+import { HealthService, SERVING } from "./health.js";
+import {
+  BatchTooLargeError,
+  InternalError,
+  InvalidFieldError,
+  isRetryable,
+  newSeppError,
+  Reason,
+  SeppError,
+  toSeppError,
+  UnavailableError,
+} from "./errors.js";
+import { checkIdempotencyKey, DEFAULT_MAX_KEY_BYTES, isWellFormed } from "./keys.js";
+import {
+  ackFromProto,
+  dateOf,
+  effectStateFromProto,
+  enqueueToProto,
+  jobFromProto,
+  stateFromProto,
+  stateToProto,
+  toBytes,
+  type Ack,
+  type BatchResult,
+  type ClaimEffectRequest,
+  type Completion,
+  type DeadJobs,
+  type EffectClaim,
+  type EffectRecord,
+  type EnqueueRequest,
+  type FailOptions,
+  type FailResult,
+  type Job,
+  type JobState,
+  type KeyLookup,
+  type KeyRelease,
+  type QueueInfo,
+  type Reservation,
+  type ReserveRequest,
+  type BytesLike,
+} from "./types.js";
+import { Effects } from "./effect.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { EnqueueRequestSchema } from "./gen/sepp/v1/job_pb.js";
+
+/** TLS settings for `https://` addresses (Node only; browsers use their own trust store). */
+export interface TlsOptions {
+  /** CA certificates (PEM) to trust instead of the system's. */
+  ca?: string | string[];
+  /** Client certificate (PEM) for mutual TLS. */
+  cert?: string;
+  /** Client private key (PEM) for mutual TLS. */
+  key?: string;
+  /** Set false only for tests against a self-signed server. Default true. */
+  rejectUnauthorized?: boolean;
+  /** The server name to verify, when it differs from the address's host. */
+  servername?: string;
+}
+
+/** Tunes natural batching of concurrent enqueues. */
+export interface BatchingOptions {
+  /** Coalesced RPCs in flight at once; calls wait only while all are busy. Default 2. */
+  maxInFlight?: number;
+  /** Jobs in one coalesced EnqueueBatch; keep it at or below the server's `max_batch_size`. Default 1000. */
+  maxBatchSize?: number;
+  /** Payload bytes in one coalesced RPC. Default 4 MiB. */
+  maxBatchBytes?: number;
+}
+
+/** Tunes the resending of keyed enqueues after transport errors. */
+export interface RetryOptions {
+  /** How many times a keyed enqueue is resent. Default 10. */
+  maxRetries?: number;
+  /** The first backoff, in ms; it doubles each time. Default 25. */
+  initialDelayMs?: number;
+  /** The longest backoff, in ms. Default 1000. */
+  maxDelayMs?: number;
+}
+
+/** The wire protocol of the default transport. */
+export type Protocol = "grpc" | "connect" | "connect-json" | "grpc-web";
+
+/** Options of {@link SeppClient.connect}. Every field is optional. */
+export interface ConnectOptions {
+  /** Sent as `Authorization: Bearer <token>` on every call, for a server with `[auth]`. */
+  token?: string;
+  /** More headers sent on every call. */
+  headers?: Record<string, string>;
+  /**
+   * A ready-made connect-es transport (its own TLS, HTTP version, protocol,
+   * fetch). The address is then only used in messages; `token` and
+   * `headers` still apply, `tls`, `protocol` and `interceptors` belong to
+   * the transport you build.
+   */
+  transport?: Transport;
+  /**
+   * The protocol of the default transport. Node default `"grpc"` (binary,
+   * HTTP/2); browser default `"connect-json"` (Connect protocol, JSON, fetch).
+   */
+  protocol?: Protocol;
+  /** TLS for `https://` addresses (Node). */
+  tls?: TlsOptions;
+  /** connect-es interceptors, run on every call. */
+  interceptors?: Interceptor[];
+  /** Natural batching of concurrent enqueues: `false` turns it off (one RPC per enqueue). Default on. */
+  batching?: boolean | BatchingOptions;
+  /** Resending of keyed enqueues after transport errors: `false` turns it off. Default 10 retries. */
+  retries?: boolean | number | RetryOptions;
+  /**
+   * The key length checked before sending, in UTF-8 bytes. Set it to the
+   * server's `max_idempotency_key_bytes` if you change that. Default 256.
+   */
+  maxIdempotencyKeyBytes?: number;
+  /**
+   * Check keys locally before sending (empty, too long, not UTF-8), so that a
+   * bad key fails fast and sends nothing. `false` sends every key as it is
+   * and lets the server refuse it. Default true.
+   */
+  checkKeys?: boolean;
+  /** Timeout of each RPC, in ms (long polls add their wait). Default 30000. */
+  timeoutMs?: number;
+  /** Call the server's health check in connect() so an unreachable server fails there. Default true. */
+  healthCheck?: boolean;
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  /** Abort the call (the job of an aborted enqueue may still have been written). */
+  signal?: AbortSignal;
+}
+
+/** Options of {@link SeppClient.enqueueBatch}. */
+export interface BatchOptions extends CallOptions {
+  /** All jobs are validated first and written together, or none is. A dedup hit is not a failure. */
+  atomic?: boolean;
+}
+
+/**
+ * Builds the default transport for an address. Each entry point (`sepp` for
+ * Node, `sepp/browser`) registers its own.
+ */
+export type TransportFactory = (baseUrl: string, options: ConnectOptions, interceptors: Interceptor[]) => Transport;
+
+let defaultTransportFactory: TransportFactory | undefined;
+
+/**
+ * Registers the transport factory used when `ConnectOptions.transport` is not
+ * given. The package's entry points call this; you need it only for a custom
+ * runtime.
+ *
+ * @param f - the factory.
+ */
+export function setDefaultTransportFactory(f: TransportFactory): void {
+  defaultTransportFactory = f;
+}
+
+interface ResolvedConfig {
+  batching: Required<BatchingOptions> | undefined;
+  retries: Required<RetryOptions>;
+  maxKeyBytes: number;
+  checkKeys: boolean;
+  timeoutMs: number;
+}
+
+function resolveConfig(o: ConnectOptions): ResolvedConfig {
+  const b = o.batching === false ? undefined : typeof o.batching === "object" ? o.batching : {};
+  let r: RetryOptions;
+  if (o.retries === false) r = { maxRetries: 0 };
+  else if (typeof o.retries === "number") r = { maxRetries: o.retries };
+  else if (typeof o.retries === "object") r = o.retries;
+  else r = {};
+  return {
+    batching: b && {
+      maxInFlight: Math.max(1, b.maxInFlight ?? 2),
+      maxBatchSize: Math.max(1, b.maxBatchSize ?? 1000),
+      maxBatchBytes: Math.max(1, b.maxBatchBytes ?? 4 << 20),
+    },
+    retries: {
+      maxRetries: Math.max(0, r.maxRetries ?? 10),
+      initialDelayMs: Math.max(1, r.initialDelayMs ?? 25),
+      maxDelayMs: Math.max(1, r.maxDelayMs ?? 1000),
+    },
+    maxKeyBytes: o.maxIdempotencyKeyBytes ?? DEFAULT_MAX_KEY_BYTES,
+    checkKeys: o.checkKeys ?? true,
+    timeoutMs: o.timeoutMs ?? 30_000,
+  };
+}
+
+/** The message of an address that cannot be used. */
+function normalizeAddress(addr: string): string {
+  let u: URL;
+  try {
+    u = new URL(addr.includes("://") ? addr : `http://${addr}`);
+  } catch {
+    throw new InvalidFieldError(Reason.InvalidField, `address ${JSON.stringify(addr)}: want http://host:port`);
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") {
+    throw new InvalidFieldError(Reason.InvalidField, `address ${JSON.stringify(addr)}: scheme ${u.protocol} is not supported; use http://host:port or https://host:port`);
+  }
+  return u.origin + u.pathname.replace(/\/+$/, "");
+}
+
+/** The lookup/release key limit: the configured one, but never below a content-derived key's 64 hex digits. */
+function lookupKeyLimit(limit: number): number {
+  return limit <= 0 ? limit : Math.max(limit, 64);
+}
+
+/** Sleeps `ms`, or until `signal` aborts. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** The reason an aborted signal carries, as an error. */
+function abortError(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException("The operation was aborted.", "AbortError");
+}
+
+/** A callback run after the current tasks, so callers just answered can enqueue again first. */
+const yieldToCallers: () => Promise<void> =
+  typeof setImmediate === "function"
+    ? () => new Promise((r) => setImmediate(r))
+    : () => new Promise((r) => setTimeout(r, 0));
+
+/**
+ * A connection to one Sepp server (or a load balancer in front of several).
+ * Create it with {@link SeppClient.connect}.
+ */
+export class SeppClient {
+  /** The generated connect-es client of JobService, for anything this class does not wrap. */
+  readonly jobs: Client<typeof JobService>;
+  /** The generated connect-es client of WorkerService. */
+  readonly workers: Client<typeof WorkerService>;
+  /** The generated connect-es client of EffectService. */
+  readonly effects: Client<typeof EffectService>;
+  /** The generated connect-es client of AdminService. */
+  readonly admin: Client<typeof AdminService>;
+  /** The effect helper bound to this client: `client.effect.do(scope, key, fn, options)`. */
+  readonly effect: Effects;
+  /** The server's address. */
+  readonly address: string;
+  private readonly cfg: ResolvedConfig;
+  private readonly batcher: Batcher | undefined;
+  private readonly transport: Transport;
+
+  private constructor(address: string, transport: Transport, cfg: ResolvedConfig) {
+    this.address = address;
+    this.transport = transport;
+    this.cfg = cfg;
+    this.jobs = createClient(JobService, transport);
+    this.workers = createClient(WorkerService, transport);
+    this.effects = createClient(EffectService, transport);
+    this.admin = createClient(AdminService, transport);
+    this.batcher = cfg.batching ? new Batcher(this, cfg.batching) : undefined;
+    this.effect = new Effects(this);
+  }
+
+  /**
+   * Connects to the server at `address` (`"http://localhost:50051"`) and
+   * checks that it answers (unless `options.healthCheck` is false).
+   *
+   * @param address - `http://host:port` or `https://host:port`.
+   * @param options - token, transport, TLS, batching, retries, limits.
+   * @throws {@link UnavailableError} when the server cannot be reached.
+   */
+  static async connect(address: string, options: ConnectOptions = {}): Promise<SeppClient> {
+    const baseUrl = normalizeAddress(address);
+    const fixed: Record<string, string> = { ...(options.headers ?? {}) };
+    if (options.token !== undefined) fixed["authorization"] = `Bearer ${options.token}`;
+    let transport: Transport;
+    if (options.transport) {
+      transport = Object.keys(fixed).length > 0 ? withHeaders(options.transport, fixed) : options.transport;
+    } else {
+      const interceptors: Interceptor[] = [];
+      if (Object.keys(fixed).length > 0) {
+        interceptors.push((next) => (req) => {
+          for (const [k, v] of Object.entries(fixed)) req.header.set(k, v);
+          return next(req);
+        });
+      }
+      interceptors.push(...(options.interceptors ?? []));
+      if (!defaultTransportFactory) {
+        throw new InvalidFieldError(Reason.InvalidField, "no default transport is registered: import from \"sepp\" (Node) or \"sepp/browser\", or pass options.transport");
+      }
+      transport = defaultTransportFactory(baseUrl, options, interceptors);
+    }
+    const client = new SeppClient(baseUrl, transport, resolveConfig(options));
+    if (options.healthCheck ?? true) await client.checkHealth();
+    return client;
+  }
+
+  /**
+   * Calls the server's health check (grpc.health.v1.Health/Check).
+   *
+   * @throws {@link UnavailableError} when the server cannot be reached or is not serving.
+   */
+  async checkHealth(options: CallOptions = {}): Promise<void> {
+    const method = HealthService.methods[0]!;
+    let status: unknown;
+    try {
+      const res = await this.transport.unary(method as never, options.signal, this.cfg.timeoutMs, undefined, {} as never);
+      status = (res.message as { status?: number }).status;
+    } catch (err) {
+      const e = toSeppError(err);
+      throw new UnavailableError(Reason.Unavailable, `cannot reach the Sepp server at ${this.address}: ${e.rawMessage}`, {
+        code: e.code,
+        cause: err,
+      });
+    }
+    if (status !== SERVING) {
+      throw new UnavailableError(Reason.Unavailable, `the Sepp server at ${this.address} is not serving (health status ${String(status)})`);
+    }
+  }
+
+  /**
+   * Enqueues one job. With an idempotency key, an enqueue of a key already
+   * recorded on the queue within its dedup window creates nothing and returns
+   * the original job with `deduplicated: true`.
+   *
+   * The key is checked locally first (1..256 UTF-8 bytes; `""` is an error,
+   * not "no key"): a bad key throws before anything is sent. A keyed enqueue
+   * is resent with its key after a transport error; an unkeyed one is not.
+   *
+   * @param request - the job.
+   * @param options - an abort signal.
+   * @returns the ack: `jobId`, `deduplicated`, ...
+   * @throws a {@link SeppError} subclass per reason, e.g. {@link IdempotencyKeyTooLongError}.
+   */
+  async enqueue(request: EnqueueRequest, options: CallOptions = {}): Promise<Ack> {
+    const pb = this.prepare(request);
+    if (this.batcher) return this.batcher.enqueue(pb, options.signal);
+    return this.enqueueDirect(pb, options.signal);
+  }
+
+  /**
+   * Enqueues jobs in one RPC and returns one result per job, in order.
+   * A non-atomic batch judges each job alone (some may fail). An atomic batch
+   * is validated as a whole: if any job is invalid it throws a
+   * {@link SeppError} whose `index` names the bad job, and nothing is written.
+   * Two jobs with the same key: the second is a hit on the first.
+   *
+   * @param requests - the jobs.
+   * @param options - `atomic`, an abort signal.
+   */
+  async enqueueBatch(requests: EnqueueRequest[], options: BatchOptions = {}): Promise<BatchResult[]> {
+    const results: Array<BatchResult | undefined> = new Array(requests.length);
+    const send: MessageInitShape<typeof EnqueueRequestSchema>[] = [];
+    const index: number[] = [];
+    requests.forEach((r, i) => {
+      try {
+        send.push(this.prepare(r));
+        index.push(i);
+      } catch (err) {
+        const e = toSeppError(err);
+        if (options.atomic) {
+          throw withIndex(e, i);
+        }
+        results[i] = { ok: false, error: e };
+      }
+    });
+    if (send.length > 0) {
+      // A batch whose fate is unknown is resent only when every job has a
+      // key: then a resend cannot duplicate one.
+      const allKeyed = send.every((m) => m.idempotencyKey !== undefined);
+      const res = await this.withRetries(allKeyed, options.signal, () =>
+        this.jobs.enqueueBatch({ jobs: send, atomic: options.atomic ?? false }, this.callOpts(options.signal)),
+      );
+      if (res.results.length !== send.length) {
+        throw new InternalError(Reason.Internal, `server answered ${res.results.length} results for ${send.length} jobs`);
+      }
+      res.results.forEach((r, k) => {
+        results[index[k]!] = batchResultFromProto(r);
+      });
+    }
+    return results as BatchResult[];
+  }
+
+  /**
+   * Reads a job.
+   *
+   * @param jobId - the job id.
+   * @throws {@link JobNotFoundError} for an unknown (or deleted) id.
+   */
+  async getJob(jobId: string, options: CallOptions = {}): Promise<Job> {
+    const res = await this.call(options.signal, () => this.jobs.getJob({ jobId }, this.callOpts(options.signal)));
+    return jobFromProto(res.job);
+  }
+
+  /**
+   * Cancels a job that has not finished and returns it; a finished job is
+   * returned unchanged.
+   *
+   * @param jobId - the job id.
+   * @throws {@link JobNotFoundError} for an unknown id.
+   */
+  async cancelJob(jobId: string, options: CallOptions = {}): Promise<Job> {
+    const res = await this.call(options.signal, () => this.jobs.cancelJob({ jobId }, this.callOpts(options.signal)));
+    return jobFromProto(res.job);
+  }
+
+  /**
+   * Answers "was this already enqueued, and what became of it?" without
+   * enqueueing anything.
+   *
+   * @param queue - the queue.
+   * @param idempotencyKey - the key.
+   */
+  async lookupIdempotencyKey(queue: string, idempotencyKey: string, options: CallOptions = {}): Promise<KeyLookup> {
+    this.checkKey(idempotencyKey, lookupKeyLimit(this.cfg.maxKeyBytes));
+    const res = await this.call(options.signal, () => this.jobs.lookupIdempotencyKey({ queue, idempotencyKey }, this.callOpts(options.signal)));
+    if (!res.found) return { found: false, jobId: "", hits: 0n, state: "unknown", result: new Uint8Array(0) };
+    return {
+      found: true,
+      jobId: res.jobId,
+      firstEnqueuedAt: dateOf(res.firstEnqueuedAt),
+      expiresAt: dateOf(res.expiresAt),
+      hits: res.hits,
+      state: stateFromProto(res.state),
+      result: res.result,
+    };
+  }
+
+  /**
+   * Deletes the key's dedup record now, so the next enqueue with it creates a
+   * new job. It never touches the job.
+   *
+   * @param queue - the queue.
+   * @param idempotencyKey - the key.
+   * @returns whether a live record was released, and the job it pointed to.
+   */
+  async releaseIdempotencyKey(queue: string, idempotencyKey: string, options: CallOptions = {}): Promise<KeyRelease> {
+    this.checkKey(idempotencyKey, lookupKeyLimit(this.cfg.maxKeyBytes));
+    const res = await this.call(options.signal, () => this.jobs.releaseIdempotencyKey({ queue, idempotencyKey }, this.callOpts(options.signal)));
+    return { released: res.released, jobId: res.jobId };
+  }
+
+  /**
+   * Leases jobs; returns none when the wait ends with nothing ready. Most
+   * programs use {@link Worker} instead.
+   *
+   * @param request - queues, max jobs, lease and wait.
+   */
+  async reserve(request: ReserveRequest, options: CallOptions = {}): Promise<Reservation[]> {
+    const waitMs = request.waitMs ?? 0;
+    const res = await this.call(options.signal, () =>
+      this.workers.reserve(
+        {
+          queues: request.queues,
+          workerId: request.workerId ?? "",
+          maxJobs: request.maxJobs ?? 1,
+          leaseMs: BigInt(Math.round(request.leaseMs ?? 0)),
+          waitMs: BigInt(Math.round(waitMs)),
+        },
+        { signal: options.signal, timeoutMs: this.cfg.timeoutMs + waitMs },
+      ),
+    );
+    return res.jobs.map((r) => ({
+      job: jobFromProto(r.job),
+      leaseToken: r.leaseToken,
+      attempt: r.attempt,
+      leaseExpiresAt: dateOf(r.leaseExpiresAt),
+      leaseMs: Number(r.leaseMs),
+    }));
+  }
+
+  /**
+   * Finishes a job, with an optional result that getJob and
+   * lookupIdempotencyKey return.
+   *
+   * @throws {@link LeaseLostError} when the token no longer holds the lease.
+   */
+  async complete(jobId: string, leaseToken: string, result?: BytesLike, options: CallOptions = {}): Promise<void> {
+    await this.call(options.signal, () => this.workers.complete({ jobId, leaseToken, result: toBytes(result) }, this.callOpts(options.signal)));
+  }
+
+  /**
+   * Completes many jobs in one RPC, each judged alone, and returns one entry
+   * per job: `undefined` (completed) or its error (e.g. {@link LeaseLostError}).
+   *
+   * @param completions - the jobs.
+   */
+  async completeBatch(completions: Completion[], options: CallOptions = {}): Promise<Array<SeppError | undefined>> {
+    const res = await this.call(options.signal, () =>
+      this.workers.completeBatch(
+        { completions: completions.map((c) => ({ jobId: c.jobId, leaseToken: c.leaseToken, result: toBytes(c.result) })) },
+        this.callOpts(options.signal),
+      ),
+    );
+    if (res.results.length !== completions.length) {
+      throw new InternalError(Reason.Internal, "server answered a batch with the wrong number of results");
+    }
+    return res.results.map((r) => (r.error ? itemError(r.error) : undefined));
+  }
+
+  /**
+   * Reports a failed attempt: the job is retried (after the queue's backoff
+   * or `retryAfterMs`) or, when attempts run out or `permanent`, dead.
+   */
+  async fail(jobId: string, leaseToken: string, error: string, options: FailOptions & CallOptions = {}): Promise<FailResult> {
+    const res = await this.call(options.signal, () =>
+      this.workers.fail(
+        {
+          jobId,
+          leaseToken,
+          error,
+          permanent: options.permanent ?? false,
+          retryAfterMs: options.retryAfterMs === undefined ? undefined : BigInt(Math.round(options.retryAfterMs)),
+        },
+        this.callOpts(options.signal),
+      ),
+    );
+    return { state: stateFromProto(res.state), nextRunAt: dateOf(res.nextRunAt) };
+  }
+
+  /**
+   * Keeps a lease alive for another `leaseMs` from now.
+   *
+   * @returns when the lease now expires.
+   * @throws {@link LeaseLostError} when the token no longer holds the lease.
+   */
+  async extendLease(jobId: string, leaseToken: string, leaseMs: number, options: CallOptions = {}): Promise<Date | undefined> {
+    const res = await this.call(options.signal, () =>
+      this.workers.extendLease({ jobId, leaseToken, leaseMs: BigInt(Math.round(leaseMs)) }, this.callOpts(options.signal)),
+    );
+    return dateOf(res.leaseExpiresAt);
+  }
+
+  /**
+   * Claims an effect key. Most programs use `client.effect.do` instead.
+   *
+   * @param request - scope, key, ttl, lease, wait.
+   */
+  async claimEffect(request: ClaimEffectRequest, options: CallOptions = {}): Promise<EffectClaim> {
+    const waitMs = request.waitMs ?? 0;
+    const res = await this.call(options.signal, () =>
+      this.effects.claimEffect(
+        {
+          scope: request.scope,
+          key: request.key,
+          ttlMs: BigInt(Math.round(request.ttlMs ?? 0)),
+          leaseMs: BigInt(Math.round(request.leaseMs ?? 0)),
+          waitMs: BigInt(Math.round(waitMs)),
+        },
+        { signal: options.signal, timeoutMs: this.cfg.timeoutMs + waitMs },
+      ),
+    );
+    return { state: effectStateFromProto(res.outcome), token: res.token, result: res.result, leaseExpiresAt: dateOf(res.leaseExpiresAt) };
+  }
+
+  /** Stores the effect's result under the claim's token. */
+  async completeEffect(token: string, result?: BytesLike, options: CallOptions = {}): Promise<void> {
+    await this.call(options.signal, () => this.effects.completeEffect({ token, result: toBytes(result) }, this.callOpts(options.signal)));
+  }
+
+  /** Gives a claim up after a failed effect, so a retry can run it. */
+  async releaseEffect(token: string, options: CallOptions = {}): Promise<void> {
+    await this.call(options.signal, () => this.effects.releaseEffect({ token }, this.callOpts(options.signal)));
+  }
+
+  /** Keeps an effect claim alive for another `leaseMs` from now. */
+  async extendEffectLease(token: string, leaseMs: number, options: CallOptions = {}): Promise<Date | undefined> {
+    const res = await this.call(options.signal, () =>
+      this.effects.extendEffectLease({ token, leaseMs: BigInt(Math.round(leaseMs)) }, this.callOpts(options.signal)),
+    );
+    return dateOf(res.leaseExpiresAt);
+  }
+
+  /** Reads an effect key without claiming it. */
+  async getEffect(scope: string, key: string, options: CallOptions = {}): Promise<EffectRecord> {
+    const res = await this.call(options.signal, () => this.effects.getEffect({ scope, key }, this.callOpts(options.signal)));
+    if (!res.found) return { found: false, result: new Uint8Array(0) };
+    return {
+      found: true,
+      state: effectStateFromProto(res.state),
+      result: res.result,
+      completedAt: dateOf(res.completedAt),
+      expiresAt: dateOf(res.expiresAt),
+    };
+  }
+
+  /** Lists the queues with their counts per state and their dedup records. */
+  async listQueues(options: CallOptions = {}): Promise<QueueInfo[]> {
+    const res = await this.call(options.signal, () => this.admin.listQueues({}, this.callOpts(options.signal)));
+    return res.queues.map((q) => ({
+      name: q.name,
+      scheduled: q.scheduled,
+      available: q.available,
+      reserved: q.reserved,
+      completed: q.completed,
+      dead: q.dead,
+      cancelled: q.cancelled,
+      dedupRecords: q.dedupRecords,
+      paused: q.paused,
+    }));
+  }
+
+  /**
+   * Lists a queue's jobs, optionally in one state, one page at a time.
+   *
+   * @returns the page and the token of the next one ("" at the end).
+   */
+  async listJobs(
+    request: { queue: string; state?: JobState; pageSize?: number; pageToken?: string },
+    options: CallOptions = {},
+  ): Promise<{ jobs: Job[]; nextPageToken: string }> {
+    const res = await this.call(options.signal, () =>
+      this.admin.listJobs(
+        { queue: request.queue, state: stateToProto(request.state), pageSize: request.pageSize ?? 0, pageToken: request.pageToken ?? "" },
+        this.callOpts(options.signal),
+      ),
+    );
+    return { jobs: res.jobs.map(jobFromProto), nextPageToken: res.nextPageToken };
+  }
+
+  /** Requeues dead jobs (attempts reset); returns how many. */
+  async requeueDeadJobs(which: DeadJobs, options: CallOptions = {}): Promise<number> {
+    const res = await this.call(options.signal, () =>
+      this.admin.requeueDeadJobs({ queue: which.queue ?? "", jobIds: which.jobIds ?? [], all: which.all ?? false }, this.callOpts(options.signal)),
+    );
+    return Number(res.requeued);
+  }
+
+  /** Deletes dead jobs; returns how many. */
+  async purgeDeadJobs(which: DeadJobs, options: CallOptions = {}): Promise<number> {
+    const res = await this.call(options.signal, () =>
+      this.admin.purgeDeadJobs({ queue: which.queue ?? "", jobIds: which.jobIds ?? [], all: which.all ?? false }, this.callOpts(options.signal)),
+    );
+    return Number(res.purged);
+  }
+
+  /** Stops delivery from a queue (enqueues still work). */
+  async pauseQueue(queue: string, options: CallOptions = {}): Promise<void> {
+    await this.call(options.signal, () => this.admin.pauseQueue({ queue }, this.callOpts(options.signal)));
+  }
+
+  /** Resumes delivery from a paused queue. */
+  async resumeQueue(queue: string, options: CallOptions = {}): Promise<void> {
+    await this.call(options.signal, () => this.admin.resumeQueue({ queue }, this.callOpts(options.signal)));
+  }
+
+  // ---- internals -------------------------------------------------------
+
+  /** Checks a request locally and converts it. @internal */
+  private prepare(r: EnqueueRequest): MessageInitShape<typeof EnqueueRequestSchema> {
+    if (r === null || typeof r !== "object") {
+      throw new InvalidFieldError(Reason.InvalidField, "request: want an object { queue, jobType, ... }");
+    }
+    if (this.cfg.checkKeys) {
+      for (const [field, v] of [
+        ["queue", r.queue],
+        ["job_type", r.jobType],
+      ] as const) {
+        if (typeof v !== "string") {
+          throw new InvalidFieldError(Reason.InvalidField, `${field}: must be a string, not ${typeof v}`, { metadata: { field } });
+        }
+        if (!isWellFormed(v)) {
+          throw new InvalidFieldError(Reason.InvalidField, `${field}: is not valid UTF-8`, { metadata: { field } });
+        }
+      }
+      if (r.idempotencyKey !== undefined && r.idempotencyKey !== null) checkIdempotencyKey(r.idempotencyKey, this.cfg.maxKeyBytes);
+    }
+    return enqueueToProto(r);
+  }
+
+  private checkKey(key: string, limit: number): void {
+    if (this.cfg.checkKeys) checkIdempotencyKey(key, limit);
+  }
+
+  private callOpts(signal: AbortSignal | undefined): { signal?: AbortSignal; timeoutMs: number } {
+    return { signal, timeoutMs: this.cfg.timeoutMs };
+  }
+
+  /** Runs an RPC, turning its error into a SeppError (or the caller's abort). @internal */
+  private async call<T>(signal: AbortSignal | undefined, f: () => Promise<T>): Promise<T> {
+    try {
+      return await f();
+    } catch (err) {
+      if (signal?.aborted) throw abortError(signal);
+      throw toSeppError(err);
+    }
+  }
+
+  /** Runs an RPC, resending it after transport errors when `keyed`. @internal */
+  async withRetries<T>(keyed: boolean, signal: AbortSignal | undefined, f: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await f();
+      } catch (err) {
+        if (signal?.aborted) throw abortError(signal);
+        const e = toSeppError(err);
+        if (!(await this.shouldRetry(keyed, e, attempt, signal))) {
+          if (signal?.aborted) throw abortError(signal);
+          throw e;
+        }
+      }
+    }
+  }
+
+  /** Whether to resend after `err` (only a keyed request), after waiting the backoff. @internal */
+  async shouldRetry(keyed: boolean, err: SeppError, attempt: number, signal?: AbortSignal): Promise<boolean> {
+    const r = this.cfg.retries;
+    if (!keyed || !isRetryable(err) || attempt >= r.maxRetries) return false;
+    const base = Math.min(r.maxDelayMs, r.initialDelayMs * 2 ** Math.min(attempt, 20));
+    await sleep(base / 2 + Math.random() * (base / 2), signal);
+    return !signal?.aborted;
+  }
+
+  /** One Enqueue RPC with the retries of a keyed request. @internal */
+  async enqueueDirect(pb: MessageInitShape<typeof EnqueueRequestSchema>, signal?: AbortSignal): Promise<Ack> {
+    const res = await this.withRetries(pb.idempotencyKey !== undefined, signal, () => this.jobs.enqueue(pb, this.callOpts(signal)));
+    return ackFromProto(res);
+  }
+
+  /** One coalesced RPC for a batch of calls; throws only transport and batch-size errors. @internal */
+  async rpcFor(batch: PendingCall[]): Promise<void> {
+    if (batch.length === 1) {
+      const cl = batch[0]!;
+      try {
+        cl.resolve(ackFromProto(await this.jobs.enqueue(cl.req, { timeoutMs: this.cfg.timeoutMs })));
+      } catch (err) {
+        const e = toSeppError(err);
+        if (isRetryable(e)) throw e;
+        cl.reject(e);
+      }
+      return;
+    }
+    let res;
+    try {
+      res = await this.jobs.enqueueBatch({ jobs: batch.map((c) => c.req) }, { timeoutMs: this.cfg.timeoutMs });
+    } catch (err) {
+      const e = toSeppError(err);
+      if (isRetryable(e) || e instanceof BatchTooLargeError) throw e;
+      for (const cl of batch) cl.reject(e);
+      return;
+    }
+    if (res.results.length !== batch.length) {
+      const e = new InternalError(Reason.Internal, "server answered a batch with the wrong number of results");
+      for (const cl of batch) cl.reject(e);
+      return;
+    }
+    res.results.forEach((r, i) => {
+      const br = batchResultFromProto(r);
+      if (br.ok) batch[i]!.resolve(br.ack);
+      else batch[i]!.reject(br.error);
+    });
+  }
+}
+
+/** A copy of e naming job i of an atomic batch. */
+function withIndex(e: SeppError, i: number): SeppError {
+  const copy = new (e.constructor as new (...a: ConstructorParameters<typeof SeppError>) => SeppError)(e.reason, `jobs[${i}]: ${e.rawMessage}`, {
+    code: e.code,
+    metadata: { ...e.errorMetadata, index: String(i) },
+    index: i,
+    cause: e,
+  });
+  return copy;
+}
+
+function itemError(e: { code: string; reason: string; message: string }): SeppError {
+  return toSeppErrorFromItem(e.code, e.reason, e.message);
+}
+
+
+const codeByName: Record<string, Code> = {
+  canceled: Code.Canceled,
+  unknown: Code.Unknown,
+  invalid_argument: Code.InvalidArgument,
+  deadline_exceeded: Code.DeadlineExceeded,
+  not_found: Code.NotFound,
+  already_exists: Code.AlreadyExists,
+  permission_denied: Code.PermissionDenied,
+  resource_exhausted: Code.ResourceExhausted,
+  failed_precondition: Code.FailedPrecondition,
+  aborted: Code.Aborted,
+  out_of_range: Code.OutOfRange,
+  unimplemented: Code.Unimplemented,
+  internal: Code.Internal,
+  unavailable: Code.Unavailable,
+  data_loss: Code.DataLoss,
+  unauthenticated: Code.Unauthenticated,
+};
+
+function toSeppErrorFromItem(code: string, reason: string, message: string): SeppError {
+  return newSeppError(reason || Reason.Internal, message, { code: codeByName[code] ?? Code.Internal });
+}
+
+function batchResultFromProto(r: EnqueueBatchResult): BatchResult {
+  if (r.outcome.case === "error") {
+    return { ok: false, error: itemError(r.outcome.value) };
+  }
+  return { ok: true, ack: ackFromProto(r.outcome.case === "ack" ? r.outcome.value : undefined) };
+}
+
+/** A transport that adds `fixed` headers to every call of `inner`. */
+function withHeaders(inner: Transport, fixed: Record<string, string>): Transport {
+  const merge = (header: HeadersInit | undefined) => {
+    const h = new Headers(header);
+    for (const [k, v] of Object.entries(fixed)) h.set(k, v);
+    return h;
+  };
+  return {
+    unary: (method, signal, timeoutMs, header, input, contextValues) =>
+      inner.unary(method, signal, timeoutMs, merge(header), input, contextValues),
+    stream: (method, signal, timeoutMs, header, input, contextValues) =>
+      inner.stream(method, signal, timeoutMs, merge(header), input, contextValues),
+  };
+}
+
+/** One enqueue waiting in the batcher. @internal */
+export interface PendingCall {
+  req: MessageInitShape<typeof EnqueueRequestSchema>;
+  keyed: boolean;
+  signal?: AbortSignal;
+  settled: boolean;
+  resolve(a: Ack): void;
+  reject(e: unknown): void;
+}
+
+/**
+ * Coalesces concurrent enqueues into EnqueueBatch RPCs by natural batching:
+ * at most `maxInFlight` RPCs are in flight; calls that arrive while all of
+ * them are busy wait in `pending` and go together when one returns. A call
+ * that finds a free slot and nothing pending is sent at once, alone, so a
+ * lone caller pays no added delay.
+ */
+class Batcher {
+  private pending: PendingCall[] = [];
+  private senders = 0;
+  private maxBatch: number;
+
+  constructor(
+    private readonly client: SeppClient,
+    private readonly cfg: Required<BatchingOptions>,
+  ) {
+    this.maxBatch = cfg.maxBatchSize;
+  }
+
+  async enqueue(req: MessageInitShape<typeof EnqueueRequestSchema>, signal?: AbortSignal): Promise<Ack> {
+    if (signal?.aborted) throw abortError(signal);
+    if (this.senders < this.cfg.maxInFlight && this.pending.length === 0) {
+      // Idle: send this call alone, and hand the slot on to a drain loop
+      // only if calls queued up meanwhile.
+      this.senders++;
+      try {
+        return await this.client.enqueueDirect(req, signal);
+      } finally {
+        if (this.pending.length > 0) void this.drain();
+        else this.senders--;
+      }
+    }
+    return new Promise<Ack>((resolve, reject) => {
+      const onAbort = () => {
+        if (cl.settled) return;
+        cl.settled = true;
+        // The job may still be enqueued; a keyed retry is harmless.
+        reject(abortError(signal!));
+      };
+      const cl: PendingCall = {
+        req,
+        keyed: req.idempotencyKey !== undefined,
+        signal,
+        settled: false,
+        resolve: (a) => {
+          if (cl.settled) return;
+          cl.settled = true;
+          signal?.removeEventListener("abort", onAbort);
+          resolve(a);
+        },
+        reject: (e) => {
+          if (cl.settled) return;
+          cl.settled = true;
+          signal?.removeEventListener("abort", onAbort);
+          reject(e);
+        },
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.pending.push(cl);
+      if (this.senders < this.cfg.maxInFlight) {
+        this.senders++;
+        void this.drain();
+      }
+    });
+  }
+
+  /** Sends pending calls, one RPC at a time, until none is left; then frees its slot. */
+  private async drain(): Promise<void> {
+    for (let last = 0; ; ) {
+      if (last > 1) {
+        // The callers just answered are about to enqueue again; let them
+        // run first so they join the next batch instead of trailing it.
+        await yieldToCallers();
+      }
+      const batch = this.take();
+      if (batch.length === 0) {
+        this.senders--;
+        return;
+      }
+      await this.sendBatch(batch);
+      last = batch.length;
+    }
+  }
+
+  /** Removes the next batch from pending, within the size limits; calls already given up are dropped. */
+  private take(): PendingCall[] {
+    let n = 0;
+    let bytes = 0;
+    while (n < this.pending.length && n < this.maxBatch) {
+      const size = (this.pending[n]!.req.payload as Uint8Array | undefined)?.length ?? 0;
+      if (n > 0 && bytes + size > this.cfg.maxBatchBytes) break;
+      bytes += size;
+      n++;
+    }
+    const batch = this.pending.splice(0, n).filter((c) => !c.settled);
+    return batch;
+  }
+
+  /**
+   * Sends one batch and answers its calls. Keyed calls whose fate is unknown
+   * after a transport error are resent with their keys; unkeyed ones get the
+   * error, since resending them could create duplicates.
+   */
+  private async sendBatch(batch: PendingCall[]): Promise<void> {
+    for (let attempt = 0; batch.length > 0; attempt++) {
+      let err: SeppError;
+      try {
+        await this.client.rpcFor(batch);
+        return;
+      } catch (e) {
+        err = e as SeppError;
+      }
+      if (err instanceof BatchTooLargeError && batch.length > 1) {
+        // The server's max_batch_size is below ours: learn it, send the halves.
+        const half = Math.floor(batch.length / 2);
+        this.maxBatch = Math.min(this.maxBatch, half);
+        await this.sendBatch(batch.slice(0, half));
+        await this.sendBatch(batch.slice(half));
+        return;
+      }
+      const again: PendingCall[] = [];
+      for (const cl of batch) {
+        if (cl.settled) continue;
+        if (cl.keyed) again.push(cl);
+        else cl.reject(err);
+      }
+      if (again.length === 0) return;
+      // The wait is the batch's, not one caller's: a caller that gives up
+      // meanwhile is dropped on the next pass.
+      if (!(await this.client.shouldRetry(true, err, attempt))) {
+        for (const cl of again) cl.reject(err);
+        return;
+      }
+      batch = again.filter((c) => !c.settled);
+    }
+  }
+}

@@ -1,0 +1,316 @@
+/**
+ * Typed errors: one `ConnectError` subclass per reason the server gives.
+ *
+ * Every error Sepp's API returns carries a `google.rpc.ErrorInfo` detail with
+ * domain `sepp.dev` whose `reason` (e.g. `IDEMPOTENCY_KEY_TOO_LONG`) is
+ * stable; the client turns it into an instance of the matching class here, so
+ * a caller can write
+ *
+ * ```ts
+ * try {
+ *   await client.enqueue(request);
+ * } catch (err) {
+ *   if (err instanceof IdempotencyKeyTooLongError) { ... }
+ *   // or: if (err instanceof SeppError && err.reason === "UNKNOWN_QUEUE")
+ * }
+ * ```
+ *
+ * Errors found by the client's own checks before sending (a key too long,
+ * an empty key) are the same classes with the same reasons.
+ *
+ * @module
+ */
+import { Code, ConnectError } from "@connectrpc/connect";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+
+/** The ErrorInfo domain of every Sepp error. */
+export const ERROR_DOMAIN = "sepp.dev";
+
+/**
+ * The stable reasons of the Sepp API (SPEC §2, docs/errors.md). Switch on
+ * these, not on messages. `UNAVAILABLE` is also what the client reports for a
+ * transport error (the server could not be reached, or the connection broke
+ * before an answer came back).
+ */
+export const Reason = {
+  IdempotencyKeyTooLong: "IDEMPOTENCY_KEY_TOO_LONG",
+  IdempotencyKeyEmpty: "IDEMPOTENCY_KEY_EMPTY",
+  IdempotencyKeyConflict: "IDEMPOTENCY_KEY_CONFLICT",
+  IdempotencyKeyRequired: "IDEMPOTENCY_KEY_REQUIRED",
+  UnknownQueue: "UNKNOWN_QUEUE",
+  UnknownJobType: "UNKNOWN_JOB_TYPE",
+  PayloadTooLarge: "PAYLOAD_TOO_LARGE",
+  BatchTooLarge: "BATCH_TOO_LARGE",
+  InvalidField: "INVALID_FIELD",
+  JobNotFound: "JOB_NOT_FOUND",
+  LeaseLost: "LEASE_LOST",
+  EffectInProgress: "EFFECT_IN_PROGRESS",
+  DuplicateJob: "DUPLICATE_JOB",
+  DedupRuleViolated: "DEDUP_RULE_VIOLATED",
+  Unauthenticated: "UNAUTHENTICATED",
+  PermissionDenied: "PERMISSION_DENIED",
+  LimitExceeded: "LIMIT_EXCEEDED",
+  Unavailable: "UNAVAILABLE",
+  Internal: "INTERNAL",
+} as const;
+
+/** One of the {@link Reason} values, or a reason this client version does not know yet. */
+export type ReasonCode = (typeof Reason)[keyof typeof Reason] | (string & {});
+
+/** Options of {@link SeppError}'s constructor. */
+export interface SeppErrorOptions {
+  /** The Connect code; defaults to the reason's usual code. */
+  code?: Code;
+  /** ErrorInfo metadata, e.g. `index` for the failing job of an atomic batch. */
+  metadata?: Record<string, string>;
+  /** The failing job of an atomic batch (also read from metadata `index`). */
+  index?: number;
+  /** The error this one was made from. */
+  cause?: unknown;
+}
+
+/**
+ * The base class of every Sepp error: a `ConnectError` (so `instanceof
+ * ConnectError` and `err.code` work as with any connect-es client) that also
+ * carries the stable {@link SeppError.reason}.
+ */
+export class SeppError extends ConnectError {
+  /** The stable reason, e.g. `"IDEMPOTENCY_KEY_TOO_LONG"`. */
+  readonly reason: ReasonCode;
+  /** ErrorInfo metadata sent by the server (`index`, `field`, `queue`, `job_id` ...). */
+  readonly errorMetadata: Readonly<Record<string, string>>;
+  /** The failing job of an atomic batch, or -1. */
+  readonly index: number;
+
+  /**
+   * @param reason - the stable reason.
+   * @param message - what went wrong and what to do (without the `[code]` prefix).
+   * @param options - code, metadata, index, cause.
+   */
+  constructor(reason: ReasonCode, message: string, options: SeppErrorOptions = {}) {
+    super(message, options.code ?? defaultCode(reason), undefined, undefined, options.cause);
+    this.reason = reason;
+    this.errorMetadata = { ...(options.metadata ?? {}) };
+    const fromMeta = this.errorMetadata["index"] !== undefined ? Number(this.errorMetadata["index"]) : NaN;
+    this.index = options.index ?? (Number.isInteger(fromMeta) ? fromMeta : -1);
+  }
+
+  /**
+   * Ordinary prototype-chain `instanceof` for Sepp's classes. (ConnectError's
+   * own check, which this overrides, recognises errors across copies of
+   * connect-es by their shape, and would call every ConnectError an instance
+   * of every subclass.)
+   */
+  static override [Symbol.hasInstance](v: unknown): boolean {
+    return Function.prototype[Symbol.hasInstance].call(this, v);
+  }
+}
+
+function defaultCode(reason: string): Code {
+  switch (reason) {
+    case Reason.IdempotencyKeyConflict:
+    case Reason.DuplicateJob:
+      return Code.AlreadyExists;
+    case Reason.UnknownQueue:
+    case Reason.JobNotFound:
+      return Code.NotFound;
+    case Reason.LeaseLost:
+    case Reason.DedupRuleViolated:
+      return Code.FailedPrecondition;
+    case Reason.EffectInProgress:
+      return Code.Aborted;
+    case Reason.Unauthenticated:
+      return Code.Unauthenticated;
+    case Reason.PermissionDenied:
+      return Code.PermissionDenied;
+    case Reason.LimitExceeded:
+      return Code.ResourceExhausted;
+    case Reason.Unavailable:
+      return Code.Unavailable;
+    case Reason.Internal:
+      return Code.Internal;
+  }
+  return Code.InvalidArgument;
+}
+
+/** The key is longer than the server's `max_idempotency_key_bytes` (256 by default), counted in UTF-8 bytes. */
+export class IdempotencyKeyTooLongError extends SeppError {}
+/** A key was given but is empty (`""`); an empty key is never taken as "no key". */
+export class IdempotencyKeyEmptyError extends SeppError {}
+/** The key is recorded with a different job type or payload on a queue with `key_reuse = "reject_mismatch"`. */
+export class IdempotencyKeyConflictError extends SeppError {}
+/** The queue has `require_key = true` and the enqueue had no key, given or derived. */
+export class IdempotencyKeyRequiredError extends SeppError {}
+/** The queue is not declared and the server is strict. */
+export class UnknownQueueError extends SeppError {}
+/** The queue's `job_types` do not include the job type. */
+export class UnknownJobTypeError extends SeppError {}
+/** The payload exceeds `max_payload_bytes`. */
+export class PayloadTooLargeError extends SeppError {}
+/** The batch has more jobs than `max_batch_size`. */
+export class BatchTooLargeError extends SeppError {}
+/** Another field is malformed; the message (and `errorMetadata.field`) names it. */
+export class InvalidFieldError extends SeppError {}
+/** No job has this id (or it was deleted by retention or a purge). */
+export class JobNotFoundError extends SeppError {}
+/** The lease token no longer holds the job's (or the effect's) lease. */
+export class LeaseLostError extends SeppError {}
+/** Another holder is running the effect (the effect helper's `raise` mode). The worker retries such a job after a second. */
+export class EffectInProgressError extends SeppError {}
+/** A hit on a queue with `on_duplicate = "reject"`; `errorMetadata.job_id` names the original. */
+export class DuplicateJobError extends SeppError {}
+/** A `[[queues.rules]]` rule matched a job within its window; metadata `rule`, `job_id`, `frees_at`. */
+export class DedupRuleViolatedError extends SeppError {}
+/** No token, or a token that matches none, while the server's `[auth]` is on. */
+export class UnauthenticatedError extends SeppError {}
+/** The token's roles or queues do not cover this call. */
+export class PermissionDeniedError extends SeppError {}
+/** A server limit was reached; the message names the config key. */
+export class LimitExceededError extends SeppError {}
+/**
+ * The server could not be reached, the connection broke before an answer
+ * came back, or the server is restarting. The request's fate is unknown: a
+ * keyed enqueue is safe to resend with the same key (the client does so by
+ * itself, see `ConnectOptions.retries`).
+ */
+export class UnavailableError extends SeppError {}
+/** The server failed; the message says why. */
+export class InternalError extends SeppError {}
+
+type SeppErrorClass = new (reason: ReasonCode, message: string, options?: SeppErrorOptions) => SeppError;
+
+const classes: Record<string, SeppErrorClass> = {
+  [Reason.IdempotencyKeyTooLong]: IdempotencyKeyTooLongError,
+  [Reason.IdempotencyKeyEmpty]: IdempotencyKeyEmptyError,
+  [Reason.IdempotencyKeyConflict]: IdempotencyKeyConflictError,
+  [Reason.IdempotencyKeyRequired]: IdempotencyKeyRequiredError,
+  [Reason.UnknownQueue]: UnknownQueueError,
+  [Reason.UnknownJobType]: UnknownJobTypeError,
+  [Reason.PayloadTooLarge]: PayloadTooLargeError,
+  [Reason.BatchTooLarge]: BatchTooLargeError,
+  [Reason.InvalidField]: InvalidFieldError,
+  [Reason.JobNotFound]: JobNotFoundError,
+  [Reason.LeaseLost]: LeaseLostError,
+  [Reason.EffectInProgress]: EffectInProgressError,
+  [Reason.DuplicateJob]: DuplicateJobError,
+  [Reason.DedupRuleViolated]: DedupRuleViolatedError,
+  [Reason.Unauthenticated]: UnauthenticatedError,
+  [Reason.PermissionDenied]: PermissionDeniedError,
+  [Reason.LimitExceeded]: LimitExceededError,
+  [Reason.Unavailable]: UnavailableError,
+  [Reason.Internal]: InternalError,
+};
+
+/**
+ * Makes the error class of `reason` (a plain {@link SeppError} for a reason
+ * this client does not know).
+ *
+ * @param reason - the stable reason.
+ * @param message - the message, without a `[code]` prefix.
+ * @param options - code, metadata, index, cause.
+ */
+export function newSeppError(reason: ReasonCode, message: string, options: SeppErrorOptions = {}): SeppError {
+  const cls = classes[reason] ?? SeppError;
+  return new cls(reason, message, options);
+}
+
+/** google.rpc.ErrorInfo, decoded by hand (reason = 1, domain = 2, metadata = 3). */
+interface ErrorInfo {
+  reason: string;
+  domain: string;
+  metadata: Record<string, string>;
+}
+
+const ERROR_INFO_TYPE = "google.rpc.ErrorInfo";
+
+function decodeErrorInfo(bytes: Uint8Array): ErrorInfo {
+  const info: ErrorInfo = { reason: "", domain: "", metadata: {} };
+  const r = new BinaryReader(bytes);
+  while (r.pos < r.len) {
+    const [field, wt] = r.tag();
+    if (field === 1 && wt === WireType.LengthDelimited) info.reason = r.string();
+    else if (field === 2 && wt === WireType.LengthDelimited) info.domain = r.string();
+    else if (field === 3 && wt === WireType.LengthDelimited) {
+      const entry = new BinaryReader(r.bytes());
+      let k = "";
+      let v = "";
+      while (entry.pos < entry.len) {
+        const [f, w] = entry.tag();
+        if (f === 1 && w === WireType.LengthDelimited) k = entry.string();
+        else if (f === 2 && w === WireType.LengthDelimited) v = entry.string();
+        else entry.skip(w, f);
+      }
+      info.metadata[k] = v;
+    } else r.skip(wt, field);
+  }
+  return info;
+}
+
+/** The Sepp ErrorInfo of a ConnectError, if the server attached one. */
+function errorInfoOf(err: ConnectError): ErrorInfo | undefined {
+  for (const d of err.details) {
+    if (!("type" in d) || d.type !== ERROR_INFO_TYPE) continue;
+    try {
+      const info = decodeErrorInfo(d.value);
+      if (info.reason !== "" && (info.domain === ERROR_DOMAIN || info.domain === "")) return info;
+    } catch {
+      // A detail that does not decode is ignored, as connect-es does.
+    }
+  }
+  return undefined;
+}
+
+/** Codes that, without a Sepp ErrorInfo, mean the request's fate is unknown. */
+const transportCodes = new Set<Code>([
+  Code.Unavailable,
+  Code.DeadlineExceeded,
+  Code.Aborted,
+  Code.Canceled,
+  Code.Internal,
+  Code.Unknown,
+]);
+
+/**
+ * Turns anything a connect-es call threw into a {@link SeppError} of the
+ * reason's class. A server error keeps its code, message and metadata; an
+ * error that did not come from a Sepp server (connection refused or reset, a
+ * timeout, a proxy's 503) becomes an {@link UnavailableError}. An error that
+ * already is a SeppError is returned as it is.
+ *
+ * @param err - what a call threw.
+ */
+export function toSeppError(err: unknown): SeppError {
+  if (err instanceof SeppError) return err;
+  const ce = ConnectError.from(err);
+  const info = errorInfoOf(ce);
+  if (info) {
+    return newSeppError(info.reason, ce.rawMessage, { code: ce.code, metadata: info.metadata, cause: err });
+  }
+  if (transportCodes.has(ce.code)) {
+    return new UnavailableError(Reason.Unavailable, ce.rawMessage || "the server could not be reached", {
+      code: ce.code === Code.DeadlineExceeded ? Code.DeadlineExceeded : Code.Unavailable,
+      cause: err,
+    });
+  }
+  switch (ce.code) {
+    case Code.NotFound:
+      return new JobNotFoundError(Reason.JobNotFound, ce.rawMessage, { code: ce.code, cause: err });
+    case Code.Unauthenticated:
+      return new UnauthenticatedError(Reason.Unauthenticated, ce.rawMessage, { code: ce.code, cause: err });
+    case Code.PermissionDenied:
+      return new PermissionDeniedError(Reason.PermissionDenied, ce.rawMessage, { code: ce.code, cause: err });
+    case Code.ResourceExhausted:
+      return new LimitExceededError(Reason.LimitExceeded, ce.rawMessage, { code: ce.code, cause: err });
+  }
+  return new InternalError(Reason.Internal, ce.rawMessage, { code: ce.code, cause: err });
+}
+
+/**
+ * Whether `err` leaves a request's fate unknown (the server may or may not
+ * have written it), so that a keyed enqueue should be resent with its key.
+ *
+ * @param err - an error from this client.
+ */
+export function isRetryable(err: unknown): boolean {
+  return err instanceof SeppError && err.reason === Reason.Unavailable;
+}

@@ -1,0 +1,321 @@
+/**
+ * The plain types of the client API (requests, acks, jobs) and their
+ * conversions to and from the generated messages in `gen/sepp/v1`.
+ *
+ * @module
+ */
+import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { JobState as PbJobState, type EnqueueRequestSchema, type EnqueueResponse, type Job as PbJob } from "./gen/sepp/v1/job_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { ClaimOutcome } from "./gen/sepp/v1/effect_pb.js";
+import type { SeppError } from "./errors.js";
+
+/** Bytes, or a string sent as its UTF-8 bytes. */
+export type BytesLike = Uint8Array | string;
+
+/** One job to enqueue. Only `queue` and `jobType` are required. */
+export interface EnqueueRequest {
+  /** The queue: the scope of idempotency keys and of most settings. */
+  queue: string;
+  /** What kind of job this is; workers pick a handler by it. */
+  jobType: string;
+  /** Opaque bytes for the handler; a string is sent as UTF-8. Default empty. */
+  payload?: BytesLike;
+  /**
+   * Makes the enqueue safe to retry: within the queue's dedup window an
+   * enqueue with a recorded key creates nothing and returns the original job.
+   * `undefined` (or `null`): no key. `""` is an error
+   * ({@link IdempotencyKeyEmptyError}), never "no key": a script with an
+   * unset variable must not make duplicates. 1 to 256 bytes of UTF-8.
+   */
+  idempotencyKey?: string | null;
+  /** Higher runs first. Default 0. */
+  priority?: number;
+  /** Not before this time. Default: now. */
+  runAt?: Date;
+  /** Overrides the queue's `max_attempts`. Default 0: the queue's. */
+  maxAttempts?: number;
+  /** Free-form headers stored with the job. */
+  headers?: Record<string, string>;
+}
+
+/** The server's answer to an enqueue (the "ack"). */
+export interface Ack {
+  /** The new job, or on a hit the original job (which may since have run, been dead-lettered or been deleted). */
+  jobId: string;
+  /** True when "this enqueue is already accounted for": the key was recorded and `jobId` names the original. */
+  deduplicated: boolean;
+  /** On a hit: the original was enqueued with a different job type or payload. */
+  payloadMismatch: boolean;
+  /** On a hit: when the original was enqueued. */
+  originalEnqueuedAt?: Date;
+  /** For keyed enqueues: when the key stops being honoured. */
+  dedupExpiresAt?: Date;
+}
+
+/** The outcome of one job of a batch: an ack, or the error that job got. */
+export type BatchResult = { ok: true; ack: Ack; error?: undefined } | { ok: false; error: SeppError; ack?: undefined };
+
+/** Where a job is in its lifecycle. `"deleted"`: the job is gone but its dedup record lives. */
+export type JobState = "scheduled" | "available" | "reserved" | "completed" | "dead" | "cancelled" | "deleted" | "unknown";
+
+/** A job as the server stores it. */
+export interface Job {
+  /** The job id (time-sortable, unique across nodes). */
+  jobId: string;
+  queue: string;
+  jobType: string;
+  payload: Uint8Array;
+  /** The key it was enqueued with, if any. */
+  idempotencyKey?: string;
+  priority: number;
+  runAt?: Date;
+  maxAttempts: number;
+  /** Deliveries so far. */
+  attempts: number;
+  headers: Record<string, string>;
+  state: JobState;
+  createdAt?: Date;
+  /** When the job reached completed, dead or cancelled. */
+  finalizedAt?: Date;
+  /** The result passed to complete, if any. */
+  result: Uint8Array;
+  /** The error of the last failed attempt, or why the job is dead. */
+  lastError: string;
+}
+
+/** What the server knows of an idempotency key. */
+export interface KeyLookup {
+  /** False when no live record exists: never enqueued, expired, or released. */
+  found: boolean;
+  jobId: string;
+  firstEnqueuedAt?: Date;
+  expiresAt?: Date;
+  /** Enqueues deduplicated against this record so far. */
+  hits: bigint;
+  /** The job's state now, or `"deleted"` when it is gone. */
+  state: JobState;
+  /** The job's result, if it completed with one. */
+  result: Uint8Array;
+}
+
+/** The answer to a release of an idempotency key. */
+export interface KeyRelease {
+  /** False when there was no live record to release. */
+  released: boolean;
+  /** The job the released record pointed to. */
+  jobId: string;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * `b` as bytes (a string as UTF-8).
+ *
+ * @param b - bytes or a string.
+ */
+export function toBytes(b: BytesLike | undefined | null): Uint8Array {
+  if (b === undefined || b === null) return new Uint8Array(0);
+  return typeof b === "string" ? encoder.encode(b) : b;
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * The UTF-8 text of `b`.
+ *
+ * @param b - bytes.
+ */
+export function bytesToText(b: Uint8Array): string {
+  return decoder.decode(b);
+}
+
+/** @internal */
+export function dateOf(t: Timestamp | undefined): Date | undefined {
+  return t ? timestampDate(t) : undefined;
+}
+
+const states: Record<number, JobState> = {
+  [PbJobState.SCHEDULED]: "scheduled",
+  [PbJobState.AVAILABLE]: "available",
+  [PbJobState.RESERVED]: "reserved",
+  [PbJobState.COMPLETED]: "completed",
+  [PbJobState.DEAD]: "dead",
+  [PbJobState.CANCELLED]: "cancelled",
+  [PbJobState.DELETED]: "deleted",
+};
+
+/** @internal */
+export function stateFromProto(s: PbJobState): JobState {
+  return states[s] ?? "unknown";
+}
+
+/** @internal */
+export function stateToProto(s: JobState | undefined): PbJobState {
+  for (const [k, v] of Object.entries(states)) if (v === s) return Number(k) as PbJobState;
+  return PbJobState.UNSPECIFIED;
+}
+
+/** @internal The request as the generated message's init shape (no checks). */
+export function enqueueToProto(r: EnqueueRequest): MessageInitShape<typeof EnqueueRequestSchema> {
+  const m: MessageInitShape<typeof EnqueueRequestSchema> = {
+    queue: r.queue,
+    jobType: r.jobType,
+    payload: toBytes(r.payload),
+    priority: r.priority ?? 0,
+    maxAttempts: r.maxAttempts ?? 0,
+    headers: r.headers ?? {},
+  };
+  // Presence matters: "" is sent as "", so the server can refuse it.
+  if (r.idempotencyKey !== undefined && r.idempotencyKey !== null) m.idempotencyKey = r.idempotencyKey;
+  if (r.runAt) m.runAt = timestampFromDate(r.runAt);
+  return m;
+}
+
+/** @internal */
+export function ackFromProto(r: EnqueueResponse | undefined): Ack {
+  return {
+    jobId: r?.jobId ?? "",
+    deduplicated: r?.deduplicated ?? false,
+    payloadMismatch: r?.payloadMismatch ?? false,
+    originalEnqueuedAt: dateOf(r?.originalEnqueuedAt),
+    dedupExpiresAt: dateOf(r?.dedupExpiresAt),
+  };
+}
+
+/** @internal */
+export function jobFromProto(p: PbJob | undefined): Job {
+  return {
+    jobId: p?.jobId ?? "",
+    queue: p?.queue ?? "",
+    jobType: p?.jobType ?? "",
+    payload: p?.payload ?? new Uint8Array(0),
+    idempotencyKey: p?.idempotencyKey,
+    priority: p?.priority ?? 0,
+    runAt: dateOf(p?.runAt),
+    maxAttempts: p?.maxAttempts ?? 0,
+    attempts: p?.attempts ?? 0,
+    headers: { ...(p?.headers ?? {}) },
+    state: stateFromProto(p?.state ?? PbJobState.UNSPECIFIED),
+    createdAt: dateOf(p?.createdAt),
+    finalizedAt: dateOf(p?.finalizedAt),
+    result: p?.result ?? new Uint8Array(0),
+    lastError: p?.lastError ?? "",
+  };
+}
+
+/** The answer to a claim of an effect key. */
+export type EffectState = "acquired" | "completed" | "in_progress";
+
+/** @internal */
+export function effectStateFromProto(o: ClaimOutcome): EffectState {
+  switch (o) {
+    case ClaimOutcome.ACQUIRED:
+      return "acquired";
+    case ClaimOutcome.COMPLETED:
+      return "completed";
+  }
+  return "in_progress";
+}
+
+/** Asks for jobs to work on. Most programs use {@link Worker}, which reserves, extends and reports for them. */
+export interface ReserveRequest {
+  /** Queues to reserve from, at least one. */
+  queues: string[];
+  /** Names the worker in logs and listings. */
+  workerId?: string;
+  /** The most jobs to lease at once. Default 1. */
+  maxJobs?: number;
+  /** How long each job is leased, in ms. Default 0: the queue's `lease_ms`. */
+  leaseMs?: number;
+  /** How long to wait for a job when none is ready (long poll), in ms. Default 0. */
+  waitMs?: number;
+}
+
+/** One leased job. */
+export interface Reservation {
+  job: Job;
+  /** Must accompany complete, fail and extendLease. */
+  leaseToken: string;
+  /** The deliveries of this job, this one included. */
+  attempt: number;
+  leaseExpiresAt?: Date;
+  /** The length of the lease granted, in ms. */
+  leaseMs: number;
+}
+
+/** Steers what happens to a failed job. */
+export interface FailOptions {
+  /** Replaces the queue's backoff for this retry, in ms. */
+  retryAfterMs?: number;
+  /** Dead-letters the job now, whatever its attempts. */
+  permanent?: boolean;
+}
+
+/** What became of a failed job. */
+export interface FailResult {
+  /** `"scheduled"` (retried at `nextRunAt`) or `"dead"`. */
+  state: JobState;
+  nextRunAt?: Date;
+}
+
+/** One job to complete in a completeBatch. */
+export interface Completion {
+  jobId: string;
+  leaseToken: string;
+  result?: BytesLike;
+}
+
+/** Claims an effect key. Most programs use {@link Effects.do}, which claims, extends, completes and releases. */
+export interface ClaimEffectRequest {
+  /** 1 to 256 bytes of UTF-8. */
+  scope: string;
+  /** 1 to 256 bytes of UTF-8; name the effect ("order-9.invoice"), not the delivery. */
+  key: string;
+  /** How long the completed record lives, in ms. Default 0: 24 h. */
+  ttlMs?: number;
+  /** How long the claim holds without an extension, in ms. Default 0: 30 s. */
+  leaseMs?: number;
+  /** How long the server waits for another holder to finish, in ms. Default 0: answer at once. */
+  waitMs?: number;
+}
+
+/** The answer to claimEffect. */
+export interface EffectClaim {
+  state: EffectState;
+  /** Holds the claim (`"acquired"`). */
+  token: string;
+  /** The stored result (`"completed"`). */
+  result: Uint8Array;
+  leaseExpiresAt?: Date;
+}
+
+/** What the server knows of an effect key. */
+export interface EffectRecord {
+  found: boolean;
+  state?: EffectState;
+  result: Uint8Array;
+  completedAt?: Date;
+  expiresAt?: Date;
+}
+
+/** A queue with its counts, as listQueues returns it. */
+export interface QueueInfo {
+  name: string;
+  scheduled: bigint;
+  available: bigint;
+  reserved: bigint;
+  completed: bigint;
+  dead: bigint;
+  cancelled: bigint;
+  /** Live dedup records (inside their window). */
+  dedupRecords: bigint;
+  paused: boolean;
+}
+
+/** Selects dead jobs by queue, by id, or all of them. */
+export interface DeadJobs {
+  queue?: string;
+  jobIds?: string[];
+  all?: boolean;
+}
