@@ -1,0 +1,247 @@
+//! Jobs, key lookups, queues and effect records as the server reports them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+/// Where a job is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum JobState {
+    /// Waiting for its run-at time, or for the backoff after a failure.
+    Scheduled,
+    /// Ready to be reserved by a worker.
+    Available,
+    /// Leased to a worker.
+    Reserved,
+    /// Finished.
+    Completed,
+    /// Dead-lettered: attempts ran out, or a failure was permanent.
+    Dead,
+    /// Cancelled before it finished.
+    Cancelled,
+    /// The job is gone (retention) but its dedup record still lives; only
+    /// [`KeyLookup::state`] reports it.
+    Deleted,
+    /// A state this client does not know, or none.
+    Unspecified,
+}
+
+impl JobState {
+    /// The proto enum name, e.g. `"JOB_STATE_COMPLETED"`.
+    pub fn as_proto_name(self) -> &'static str {
+        match self {
+            JobState::Scheduled => "JOB_STATE_SCHEDULED",
+            JobState::Available => "JOB_STATE_AVAILABLE",
+            JobState::Reserved => "JOB_STATE_RESERVED",
+            JobState::Completed => "JOB_STATE_COMPLETED",
+            JobState::Dead => "JOB_STATE_DEAD",
+            JobState::Cancelled => "JOB_STATE_CANCELLED",
+            JobState::Deleted => "JOB_STATE_DELETED",
+            JobState::Unspecified => "JOB_STATE_UNSPECIFIED",
+        }
+    }
+
+    pub(crate) fn from_proto(name: &str) -> JobState {
+        match name {
+            "JOB_STATE_SCHEDULED" | "1" => JobState::Scheduled,
+            "JOB_STATE_AVAILABLE" | "2" => JobState::Available,
+            "JOB_STATE_RESERVED" | "3" => JobState::Reserved,
+            "JOB_STATE_COMPLETED" | "4" => JobState::Completed,
+            "JOB_STATE_DEAD" | "5" => JobState::Dead,
+            "JOB_STATE_CANCELLED" | "6" => JobState::Cancelled,
+            "JOB_STATE_DELETED" | "7" => JobState::Deleted,
+            _ => JobState::Unspecified,
+        }
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.as_proto_name().trim_start_matches("JOB_STATE_").to_ascii_lowercase();
+        f.write_str(&s)
+    }
+}
+
+/// A job as the server stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// The job id (a UUIDv7).
+    pub job_id: String,
+    /// The queue.
+    pub queue: String,
+    /// The job type.
+    pub job_type: String,
+    /// The payload bytes.
+    pub payload: Vec<u8>,
+    /// `None` when the job was enqueued without a key.
+    pub idempotency_key: Option<String>,
+    /// Higher runs first.
+    pub priority: i32,
+    /// Not before this time.
+    pub run_at: Option<SystemTime>,
+    /// Deliveries allowed before the job goes dead.
+    pub max_attempts: i32,
+    /// Deliveries so far.
+    pub attempts: i32,
+    /// The headers given at enqueue.
+    pub headers: BTreeMap<String, String>,
+    /// Where the job is now.
+    pub state: JobState,
+    /// When the job was enqueued.
+    pub created_at: Option<SystemTime>,
+    /// When the job reached completed, dead or cancelled.
+    pub finalized_at: Option<SystemTime>,
+    /// The result passed to Complete, if any.
+    pub result: Vec<u8>,
+    /// The error of the last failed attempt, or why the job is dead.
+    pub last_error: String,
+}
+
+/// What the server knows of an idempotency key: "was this already enqueued,
+/// and what became of it?"
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLookup {
+    /// False when no live record exists: never enqueued, expired, or released.
+    pub found: bool,
+    /// The job the record points to.
+    pub job_id: String,
+    /// When the key was first enqueued.
+    pub first_enqueued_at: Option<SystemTime>,
+    /// When the record stops being honoured.
+    pub expires_at: Option<SystemTime>,
+    /// Enqueues deduplicated against this record so far.
+    pub hits: i64,
+    /// The job's state now, or [`JobState::Deleted`] when it is gone.
+    pub state: JobState,
+    /// The job's result, if it completed with one.
+    pub result: Vec<u8>,
+}
+
+/// The answer to [`SeppClient::release_idempotency_key`](crate::client::SeppClient::release_idempotency_key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRelease {
+    /// False when there was no live record to release.
+    pub released: bool,
+    /// The job the released record pointed to.
+    pub job_id: String,
+}
+
+/// A queue: its jobs by state, its live dedup records, and whether delivery
+/// is paused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueInfo {
+    /// The queue name.
+    pub name: String,
+    /// Jobs scheduled.
+    pub scheduled: i64,
+    /// Jobs available.
+    pub available: i64,
+    /// Jobs reserved.
+    pub reserved: i64,
+    /// Jobs completed.
+    pub completed: i64,
+    /// Jobs dead.
+    pub dead: i64,
+    /// Jobs cancelled.
+    pub cancelled: i64,
+    /// Live dedup records (inside their window).
+    pub dedup_records: i64,
+    /// Delivery is paused.
+    pub paused: bool,
+}
+
+/// Filters and pages [`SeppClient::list_jobs`](crate::client::SeppClient::list_jobs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListJobsRequest {
+    /// Empty: every queue.
+    pub queue: String,
+    /// `None`: every state.
+    pub state: Option<JobState>,
+    /// 0: the server's default (100); at most 1000.
+    pub page_size: i32,
+    /// The previous page's `next_page_token`; empty for the first page.
+    pub page_token: String,
+}
+
+/// One page of jobs, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobPage {
+    /// The jobs of this page.
+    pub jobs: Vec<Job>,
+    /// Empty on the last page.
+    pub next_page_token: String,
+}
+
+/// The answer to a claim of an effect key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EffectState {
+    /// The caller holds the key: run the effect, then complete or release it.
+    Acquired,
+    /// The effect already ran: replay its stored result, do not run it.
+    Completed,
+    /// Another holder's lease is live.
+    InProgress,
+}
+
+impl EffectState {
+    pub(crate) fn from_proto(name: &str) -> EffectState {
+        match name {
+            "CLAIM_OUTCOME_ACQUIRED" | "1" => EffectState::Acquired,
+            "CLAIM_OUTCOME_COMPLETED" | "2" => EffectState::Completed,
+            _ => EffectState::InProgress,
+        }
+    }
+}
+
+/// A claim of an effect key. Most programs use
+/// [`SeppClient::effect`](crate::client::SeppClient::effect), which claims,
+/// extends, completes and releases for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimEffectRequest {
+    /// The effect's scope, e.g. `"mail.invoice"`: 1 to 256 bytes of UTF-8.
+    pub scope: String,
+    /// The effect's key, e.g. `"order-9.invoice"`: 1 to 256 bytes of UTF-8.
+    pub key: String,
+    /// How long the completed record lives. `None`: the server's 24 h.
+    pub ttl: Option<Duration>,
+    /// How long the claim holds without an extension. `None`: 30 s.
+    pub lease: Option<Duration>,
+    /// How long the server waits for another holder to finish (at most 5 min).
+    pub wait: Duration,
+}
+
+impl ClaimEffectRequest {
+    /// A claim of `(scope, key)` with the server's defaults and no wait.
+    pub fn new(scope: impl Into<String>, key: impl Into<String>) -> Self {
+        ClaimEffectRequest { scope: scope.into(), key: key.into(), ttl: None, lease: None, wait: Duration::ZERO }
+    }
+}
+
+/// The server's answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectClaim {
+    /// Acquired, completed or in progress.
+    pub state: EffectState,
+    /// Holds the claim ([`EffectState::Acquired`]).
+    pub token: String,
+    /// The stored result ([`EffectState::Completed`]).
+    pub result: Vec<u8>,
+    /// When the holder's lease ends (acquired or in progress).
+    pub lease_expires_at: Option<SystemTime>,
+}
+
+/// What the server knows of an effect key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectRecord {
+    /// False when no record exists.
+    pub found: bool,
+    /// [`EffectState::Completed`] or [`EffectState::InProgress`] when found.
+    pub state: Option<EffectState>,
+    /// The stored result (completed).
+    pub result: Vec<u8>,
+    /// When the effect completed.
+    pub completed_at: Option<SystemTime>,
+    /// When the completed record expires.
+    pub expires_at: Option<SystemTime>,
+}
