@@ -35,7 +35,8 @@ export const webTransportFactory: TransportFactory = (baseUrl: string, options: 
     case "connect":
       return createConnectTransport({ baseUrl, interceptors, useBinaryFormat: true });
     default:
-      return createConnectTransport({ baseUrl, interceptors, useBinaryFormat: false });
+      // Ignore fields a newer server adds to its answers.
+      return createConnectTransport({ baseUrl, interceptors, useBinaryFormat: false, jsonOptions: { ignoreUnknownFields: true } });
   }
 };
 

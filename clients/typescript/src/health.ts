@@ -39,10 +39,12 @@ const file = create(FileDescriptorProtoSchema, {
         {
           name: "ServingStatus",
           value: [
-            { name: "UNKNOWN", number: 0 },
-            { name: "SERVING", number: 1 },
-            { name: "NOT_SERVING", number: 2 },
-            { name: "SERVICE_UNKNOWN", number: 3 },
+            // connect-go's grpchealth writes these names in JSON; binary
+            // (gRPC) carries only the numbers, as in the upstream proto.
+            { name: "SERVING_STATUS_UNKNOWN", number: 0 },
+            { name: "SERVING_STATUS_SERVING", number: 1 },
+            { name: "SERVING_STATUS_NOT_SERVING", number: 2 },
+            { name: "SERVING_STATUS_SERVICE_UNKNOWN", number: 3 },
           ],
         },
       ],

@@ -11,7 +11,7 @@
  *
  * The default transport speaks gRPC over HTTP/2 (h2c for `http://`, TLS for
  * `https://`) through `@connectrpc/connect-node`; `protocol: "connect"` or
- * `"connect-json"` use the Connect protocol instead. Bundlers that honour
+ * `"connect-json"` use the Connect protocol over HTTP/1.1 instead. Bundlers that honour
  * the `browser` export condition get `sepp/browser`, which uses fetch.
  *
  * @packageDocumentation
@@ -33,28 +33,36 @@ const MAX_MESSAGE_BYTES = 64 << 20;
  */
 export const nodeTransportFactory: TransportFactory = (baseUrl: string, options: ConnectOptions, interceptors: Interceptor[]): Transport => {
   const tls = options.tls;
+  const nodeOptions = tls
+    ? { ca: tls.ca, cert: tls.cert, key: tls.key, rejectUnauthorized: tls.rejectUnauthorized, servername: tls.servername }
+    : undefined;
   const common = {
     baseUrl,
     interceptors,
-    httpVersion: "2" as const,
     readMaxBytes: MAX_MESSAGE_BYTES,
     writeMaxBytes: MAX_MESSAGE_BYTES,
-    // Notice a dead server between calls rather than on the next one.
-    pingIntervalMs: 10_000,
-    pingTimeoutMs: 5_000,
-    nodeOptions: tls
-      ? { ca: tls.ca, cert: tls.cert, key: tls.key, rejectUnauthorized: tls.rejectUnauthorized, servername: tls.servername }
-      : undefined,
+    jsonOptions: { ignoreUnknownFields: true },
   };
+  // gRPC runs over HTTP/2 (h2c for http://), one multiplexed connection.
+  // The Connect protocol and gRPC-Web go over HTTP/1.1: a Sepp server hands
+  // every cleartext HTTP/2 connection to its gRPC stack, which speaks gRPC only.
+  const http1 = { ...common, httpVersion: "1.1" as const, nodeOptions };
   switch (options.protocol ?? "grpc") {
     case "connect":
-      return createConnectTransport({ ...common, useBinaryFormat: true });
+      return createConnectTransport({ ...http1, useBinaryFormat: true });
     case "connect-json":
-      return createConnectTransport({ ...common, useBinaryFormat: false });
+      return createConnectTransport({ ...http1, useBinaryFormat: false });
     case "grpc-web":
-      return createGrpcWebTransport({ ...common, useBinaryFormat: true });
+      return createGrpcWebTransport({ ...http1, useBinaryFormat: true });
     default:
-      return createGrpcTransport({ ...common, useBinaryFormat: true });
+      return createGrpcTransport({
+        ...common,
+        useBinaryFormat: true,
+        // Notice a dead connection between calls rather than on the next one.
+        pingIntervalMs: 10_000,
+        pingTimeoutMs: 5_000,
+        nodeOptions,
+      });
   }
 };
 
