@@ -278,3 +278,27 @@ async def test_sigterm_lets_running_jobs_finish(make_server) -> None:  # type: i
         assert job.state is JobState.COMPLETED and job.result == b"finished" and job.attempts == 1
         # The stopping worker reserved nothing more.
         assert (await c.get_job(second.job_id)).state is JobState.AVAILABLE
+
+
+async def test_signal_handlers_with_async_with(client: SeppClient, queue: str) -> None:
+    ack = await client.enqueue(EnqueueRequest(queue, "t"))
+    started = asyncio.Event()
+    worker = Worker(client, queue, wait=0.1)
+
+    @worker.handler("t")
+    async def h(job: DeliveredJob) -> bytes:
+        started.set()
+        await asyncio.sleep(0.3)
+        return b"finished"
+
+    async with worker:
+        remove = worker.install_signal_handlers([signal.SIGUSR1])
+        try:
+            await started.wait()
+            os.kill(os.getpid(), signal.SIGUSR1)  # a real signal to this process
+            await worker.stopped()
+        finally:
+            remove()
+        assert worker.stopping
+    job = await client.get_job(ack.job_id)
+    assert job.state is JobState.COMPLETED and job.result == b"finished"

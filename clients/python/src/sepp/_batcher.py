@@ -90,11 +90,14 @@ class Batcher:
         return await call.future
 
     def _start_sender(self) -> None:
+        """Starts a sender task (its slot is already counted)."""
         task = asyncio.get_running_loop().create_task(self._send_loop())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _send_loop(self) -> None:
+        """Sends pending calls, batch after batch, until none are left (or
+        another sender can take the few that are)."""
         last = 0
         try:
             while True:

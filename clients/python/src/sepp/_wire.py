@@ -80,6 +80,7 @@ def duration_ms(seconds: "float | timedelta | None") -> int:
 
 
 def _varint(buf: bytes, pos: int) -> "tuple[int, int]":
+    """Reads a base-128 varint at pos; returns (value, next position)."""
     result = 0
     shift = 0
     while True:

@@ -107,6 +107,7 @@ class RetryPolicy:
 
 
 def _seconds(value: Optional[Seconds]) -> Optional[float]:
+    """Seconds as a float, from a number or a timedelta."""
     if value is None:
         return None
     if isinstance(value, timedelta):
@@ -321,6 +322,7 @@ class SeppClient:
         check: bool,
         trust_env: bool,
     ) -> "SeppClient":
+        """Builds the client and checks the server (see connect)."""
         base = _base_url(address)
         hdrs = {
             "Content-Type": "application/json",
@@ -502,6 +504,8 @@ class SeppClient:
         return await self._enqueue_direct(body, keyed)
 
     async def _enqueue_direct(self, body: Dict[str, Any], keyed: bool) -> Ack:
+        """Sends one Enqueue RPC, resending it after transport errors when
+        that is harmless (keyed, or certainly not sent)."""
         attempt = 0
         while True:
             try:
@@ -597,6 +601,7 @@ class SeppClient:
         return Job.from_json(data.get("job") or {})
 
     def _lookup_limit(self) -> Optional[int]:
+        """The key length a lookup or release accepts."""
         # A lookup or release accepts at least the 64 hex digits of a
         # content-derived key (dedup_by_content), as on the server.
         return None if self._key_limit is None else max(self._key_limit, 64)
@@ -832,6 +837,7 @@ class SeppClient:
 
     @staticmethod
     def _dead_selection(queue: str, job_ids: Optional[Iterable[str]], all: bool) -> Dict[str, Any]:
+        """The JSON selecting dead jobs by queue, ids or all."""
         body: Dict[str, Any] = {}
         if queue:
             body["queue"] = queue

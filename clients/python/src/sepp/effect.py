@@ -106,6 +106,7 @@ def check_name(field: str, value: Any) -> None:
 
 
 async def _call(fn: EffectFn) -> bytes:
+    """Calls fn (async or not) and returns its result as bytes."""
     out = fn()
     if inspect.isawaitable(out):
         out = await out
@@ -206,6 +207,7 @@ async def _run(client: SeppClient, token: str, lease: float, fn: EffectFn) -> Ef
     or releases it."""
 
     async def extend() -> None:
+        """Extends the claim every third of its lease until cancelled."""
         while True:
             await asyncio.sleep(max(lease / 3.0, 0.01))
             try:
@@ -253,6 +255,7 @@ async def do_json(
     replayed as JSON. Takes the same keyword options as :func:`do`."""
 
     async def as_json() -> bytes:
+        """fn's value, as JSON."""
         out = fn()
         if inspect.isawaitable(out):
             out = await out

@@ -37,6 +37,7 @@ Payload = Union[bytes, bytearray, memoryview, str]
 
 
 def _payload_bytes(payload: Payload) -> bytes:
+    """A payload as bytes (a str is encoded as UTF-8)."""
     if isinstance(payload, str):
         return payload.encode("utf-8")
     if isinstance(payload, (bytes, bytearray, memoryview)):

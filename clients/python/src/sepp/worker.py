@@ -163,6 +163,7 @@ class _Completer:
         self._max = MAX_COMPLETIONS
 
     async def complete(self, c: Completion) -> None:
+        """Completes one job, durably, or raises why not."""
         fut: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
         self._pending.append((c, fut))
         if self._task is None:
@@ -170,6 +171,7 @@ class _Completer:
         await fut
 
     async def _send(self) -> None:
+        """Sends the pending completions, batch after batch."""
         try:
             while self._pending:
                 n = min(len(self._pending), self._max)
@@ -191,6 +193,8 @@ class _Completer:
             self._task = None
 
     async def _complete_batch(self, cs: List[Completion]) -> List[Optional[SeppError]]:
+        """Sends cs, splitting it when the server's max_batch_size is below
+        it (and remembering the smaller size)."""
         from .errors import BatchTooLargeError
 
         try:
@@ -281,6 +285,7 @@ class Worker:
         """
 
         def register(fn: Handler) -> Handler:
+            """Registers fn."""
             self.handle(job_type, fn)
             return fn
 
@@ -379,6 +384,7 @@ class Worker:
             await self._shutdown()
 
     async def _shutdown(self) -> None:
+        """Waits for running jobs, within shutdown_timeout, then cancels the rest."""
         log = self.log
         if self._running:
             log.info("worker %s stopping: waiting for %d running jobs (timeout %.1fs)",
@@ -403,17 +409,46 @@ class Worker:
         SIGINT by default), then shuts down gracefully: running jobs finish
         and are reported before this returns. The signal handlers are removed
         afterwards. Unix only (it uses ``loop.add_signal_handler``)."""
+        remove = self.install_signal_handlers(signals)
+        try:
+            await self.run()
+        finally:
+            remove()
+
+    def install_signal_handlers(
+        self, signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT)
+    ) -> Callable[[], None]:
+        """Makes ``signals`` (SIGTERM and SIGINT by default) stop the worker
+        gracefully, for programs that run it with ``async with`` or
+        :meth:`run` themselves. Returns a function that removes the handlers.
+        Call it from a coroutine on the loop that runs the worker (Unix only)::
+
+            async with Worker(client, "emails") as worker:
+                remove = worker.install_signal_handlers()
+                await worker.stopped()
+        """
         loop = asyncio.get_running_loop()
         sigs = list(signals)
         for s in sigs:
             loop.add_signal_handler(s, self._on_signal, s)
-        try:
-            await self.run()
-        finally:
+
+        def remove() -> None:
             for s in sigs:
                 loop.remove_signal_handler(s)
 
+        return remove
+
+    async def stopped(self) -> None:
+        """Waits until the worker started with ``async with`` has been asked
+        to stop (by :meth:`stop` or a signal) and has shut down."""
+        if self._stopping is None:
+            self._stopping = asyncio.Event()
+        await self._stopping.wait()
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
     def _on_signal(self, signum: int) -> None:
+        """The signal handler: a graceful stop."""
         self.log.info("worker %s: got %s, shutting down gracefully", self.worker_id, signal.Signals(signum).name)
         self.stop()
 
@@ -433,9 +468,11 @@ class Worker:
     # --- one job -------------------------------------------------------------
 
     def _handler_for(self, job_type: str) -> Optional[Handler]:
+        """The handler of a job type, or the fallback."""
         return self._handlers.get(job_type, self._fallback)
 
     async def _call(self, job: DeliveredJob) -> Union[bytes, str, None]:
+        """Runs the job's handler (a plain function in a thread)."""
         h = self._handler_for(job.job_type)
         if h is None:
             raise LookupError(
@@ -449,6 +486,8 @@ class Worker:
         return result  # type: ignore[return-value]
 
     async def _run_job(self, r: Reservation, slots: asyncio.Semaphore) -> None:
+        """Runs one reserved job with its lease extended, and reports its
+        outcome; frees its slot when the handler returns."""
         job = DeliveredJob(job=r.job, attempt=r.attempt, lease_token=r.lease_token, lease_expires_at=r.lease_expires_at)
         log = self.log
         handler_task = asyncio.get_running_loop().create_task(self._call(job))
@@ -492,6 +531,7 @@ class Worker:
             log.warning("job %s: reporting its outcome failed; it will be delivered again: %s", job.job_id, err)
 
     async def _report_failure(self, job: DeliveredJob, error: BaseException) -> None:
+        """Fails the job: permanent, retry-after, or the queue's backoff."""
         retry_after: Optional[float] = None
         permanent = False
         if isinstance(error, PermanentError):
