@@ -3,7 +3,7 @@
 //
 //	c, err := sepp.Connect(ctx, "http://localhost:50051")
 //	ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{
-//		Queue: "emails", JobType: "receipt", IdempotencyKey: "receipt-order-8a3f",
+//		Queue: "emails", JobType: "receipt", IdempotencyKey: sepp.Key("receipt-order-8a3f"),
 //	})
 //	// ack.Deduplicated is true when the key was already recorded: ack.JobID
 //	// then names the original job.
@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"time"
 	"unicode/utf8"
@@ -56,11 +57,24 @@ type Config struct {
 	MaxIdempotencyKeyBytes int
 	// EnqueueRetries is how many times a keyed enqueue is resent after a
 	// transport error. Unkeyed enqueues are never resent, since a resend
-	// could create a duplicate. Default 5; -1 turns retries off.
+	// could create a duplicate. Complete, CompleteBatch, Fail and
+	// CompleteEffect are resent as often: the server answers a repeat of a
+	// committed call with success. Default 5; -1 turns retries off.
 	EnqueueRetries int
 	// RPCTimeout bounds each RPC the client sends on behalf of coalesced
 	// calls. Default 30 s.
 	RPCTimeout time.Duration
+	// FailFast makes Connect check the server once and fail at once when it
+	// does not answer or is not serving. Default false: Connect waits,
+	// retrying with backoff (up to ConnectMaxBackoff between tries) and
+	// logging each wait, until the server serves or ctx ends, so a worker
+	// may start before its server (compose, Kubernetes).
+	FailFast bool
+	// ConnectMaxBackoff caps the wait between Connect's tries. Default 5 s.
+	ConnectMaxBackoff time.Duration
+	// Logger receives the client's own log lines (Connect's waits).
+	// Default slog.Default().
+	Logger *slog.Logger
 }
 
 func (c Config) withDefaults() Config {
@@ -82,6 +96,12 @@ func (c Config) withDefaults() Config {
 	if c.RPCTimeout <= 0 {
 		c.RPCTimeout = 30 * time.Second
 	}
+	if c.ConnectMaxBackoff <= 0 {
+		c.ConnectMaxBackoff = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
 	return c
 }
 
@@ -101,7 +121,8 @@ type Client struct {
 }
 
 // Connect connects to the server at addr ("http://localhost:50051") with the
-// default Config, and checks that it answers.
+// default Config: it waits until the server answers its health check as
+// serving, retrying with backoff and logging each wait, or until ctx ends.
 func Connect(ctx context.Context, addr string) (*Client, error) {
 	return NewClient(ctx, addr, Config{})
 }
@@ -124,24 +145,59 @@ func NewClient(ctx context.Context, addr string, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sepp: connect to %s: %w", addr, err)
 	}
-	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+	cfg = cfg.withDefaults()
+	if err := awaitServing(ctx, conn, addr, cfg); err != nil {
 		conn.Close()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("sepp: connect to %s: %w", addr, ctx.Err())
-		}
-		if e, ok := fromRPC(ctx, err).(*Error); ok {
-			e.Message = fmt.Sprintf("cannot reach the server at %s: %s", addr, e.Message)
-			return nil, e
-		}
-		return nil, fmt.Errorf("sepp: connect to %s: %w", addr, err)
+		return nil, err
 	}
-	c := &Client{cfg: cfg.withDefaults(), conn: conn, jobs: seppv1.NewJobServiceClient(conn),
+	c := &Client{cfg: cfg, conn: conn, jobs: seppv1.NewJobServiceClient(conn),
 		workers: seppv1.NewWorkerServiceClient(conn), admin: seppv1.NewAdminServiceClient(conn),
 		effects: seppv1.NewEffectServiceClient(conn)}
 	if !c.cfg.DisableBatching {
 		c.batcher = newBatcher(c)
 	}
 	return c, nil
+}
+
+// awaitServing checks the server's health until it answers SERVING. With
+// cfg.FailFast it checks once.
+func awaitServing(ctx context.Context, conn *grpc.ClientConn, addr string, cfg Config) error {
+	health := healthpb.NewHealthClient(conn)
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res, err := health.Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			if attempt > 1 {
+				cfg.Logger.Info("sepp: server is up", "addr", addr, "tries", attempt)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("sepp: connect to %s: %w", addr, ctx.Err())
+		}
+		why := "the server is not serving (its store cannot be read)"
+		var failure error = &Error{Code: "unavailable", Reason: ErrUnavailable.Error(), Index: -1,
+			Message: fmt.Sprintf("cannot reach the server at %s: %s", addr, why)}
+		if err != nil {
+			failure = fromRPC(ctx, err)
+			if e, ok := failure.(*Error); ok {
+				why = e.Message
+				e.Message = fmt.Sprintf("cannot reach the server at %s: %s", addr, e.Message)
+			}
+		}
+		if cfg.FailFast {
+			return failure
+		}
+		cfg.Logger.Warn("sepp: waiting for the server", "addr", addr, "try", attempt, "retry_in", wait, "err", why)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return fmt.Errorf("sepp: connect to %s: %w (last: %s)", addr, ctx.Err(), why)
+		}
+		wait = min(wait*2, cfg.ConnectMaxBackoff)
+	}
 }
 
 // dialTarget turns "http://host:port" (or a bare "host:port") into a gRPC
@@ -172,8 +228,10 @@ type EnqueueRequest struct {
 	Payload []byte
 	// IdempotencyKey makes the enqueue safe to retry: within the queue's
 	// dedup window, an enqueue with a recorded key returns the original job.
-	// Empty: no key.
-	IdempotencyKey string
+	// nil: no key. Set it with Key(k); a key that is set but empty is
+	// refused with ErrIdempotencyKeyEmpty (an empty key is almost always a
+	// missing variable, and sending it as "no key" would make duplicates).
+	IdempotencyKey *string
 	// Priority: higher runs first. Default 0.
 	Priority int32
 	// RunAt delays the job. Zero: now.
@@ -182,6 +240,10 @@ type EnqueueRequest struct {
 	MaxAttempts int32
 	Headers     map[string]string
 }
+
+// Key returns k as an EnqueueRequest's IdempotencyKey. Key("") is a key that
+// is set but empty, which the client and the server refuse.
+func Key(k string) *string { return &k }
 
 // Ack is the server's answer to an enqueue.
 type Ack struct {
@@ -224,10 +286,21 @@ func (c *Client) enqueueDirect(ctx context.Context, pb *seppv1.EnqueueRequest) (
 	}
 }
 
+// resend runs call, an RPC whose repeat is harmless, and resends it after
+// transport errors as a keyed enqueue is. call returns fromRPC's error.
+func (c *Client) resend(ctx context.Context, call func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := call()
+		if err == nil || !c.shouldRetry(ctx, true, err, attempt) {
+			return ctxErrOr(ctx, err)
+		}
+	}
+}
+
 // ctxErrOr is ctx's error if ctx has ended (the caller gave up, which matters
 // more than the last attempt's error), else err.
 func ctxErrOr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return err
@@ -332,11 +405,11 @@ func (c *Client) toProto(req *EnqueueRequest) (*seppv1.EnqueueRequest, error) {
 		MaxAttempts: req.MaxAttempts,
 		Headers:     req.Headers,
 	}
-	if req.IdempotencyKey != "" {
-		if err := checkKey(req.IdempotencyKey, c.cfg.MaxIdempotencyKeyBytes); err != nil {
+	if req.IdempotencyKey != nil {
+		if err := checkKey(*req.IdempotencyKey, c.cfg.MaxIdempotencyKeyBytes); err != nil {
 			return nil, err
 		}
-		k := req.IdempotencyKey
+		k := *req.IdempotencyKey
 		pb.IdempotencyKey = &k
 	}
 	if !req.RunAt.IsZero() {
@@ -350,7 +423,13 @@ func (c *Client) toProto(req *EnqueueRequest) (*seppv1.EnqueueRequest, error) {
 	return pb, nil
 }
 
+// checkKey checks a key locally as the server will; max < 0 leaves the
+// length rules to the server.
 func checkKey(k string, max int) error {
+	if k == "" && max >= 0 {
+		return &Error{Code: "invalid_argument", Reason: ErrIdempotencyKeyEmpty.Error(),
+			Message: "idempotency key is empty (often an unset variable): pass a key derived from what the job is about, or leave IdempotencyKey nil to enqueue without dedup", Index: -1}
+	}
 	if !utf8.ValidString(k) {
 		return &Error{Code: "invalid_argument", Reason: ErrInvalidField.Error(),
 			Message: "idempotency_key: is not valid UTF-8; keys are UTF-8 strings", Index: -1}

@@ -30,7 +30,7 @@ var serverSide = sepp.Config{MaxIdempotencyKeyBytes: -1}
 
 func enqueue(t *testing.T, c *sepp.Client, queue, jobType, key string) *sepp.Ack {
 	t.Helper()
-	ack, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: queue, JobType: jobType, IdempotencyKey: key})
+	ack, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: queue, JobType: jobType, IdempotencyKey: optKey(key)})
 	if err != nil {
 		t.Fatalf("enqueue %s/%q: %v", queue, key, err)
 	}
@@ -75,7 +75,7 @@ func TestKeyLength(t *testing.T) {
 			strings.Repeat("k", 257),
 			strings.Repeat("😀", 65), // 65 characters, 260 bytes
 		} {
-			_, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: long})
+			_, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key(long)})
 			if !errors.Is(err, sepp.ErrIdempotencyKeyTooLong) {
 				t.Fatalf("%s: %d-byte key: err = %v, want ErrIdempotencyKeyTooLong", side, len(long), err)
 			}
@@ -95,7 +95,7 @@ func TestKeyLimitConfigurable(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{Config: "[storage]\nmax_idempotency_key_bytes = 16\n"})
 	c := connect(t, srv, serverSide)
 	enqueue(t, c, "q", "t", strings.Repeat("k", 16))
-	_, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: strings.Repeat("k", 17)})
+	_, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key(strings.Repeat("k", 17))})
 	if !errors.Is(err, sepp.ErrIdempotencyKeyTooLong) || !strings.Contains(err.Error(), "the limit is 16") {
 		t.Fatalf("17-byte key with a 16-byte limit: %v", err)
 	}
@@ -182,7 +182,7 @@ func TestSweeperRemovesExpiredRecords(t *testing.T) {
 	c := connect(t, srv, sepp.Config{})
 	var reqs []sepp.EnqueueRequest
 	for i := range 2500 {
-		reqs = append(reqs, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: fmt.Sprint("k", i)})
+		reqs = append(reqs, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key(fmt.Sprint("k", i))})
 	}
 	for i := 0; i < len(reqs); i += 500 {
 		if _, err := c.EnqueueBatch(context.Background(), reqs[i:i+500], sepp.BatchOptions{}); err != nil {
@@ -196,6 +196,38 @@ func TestSweeperRemovesExpiredRecords(t *testing.T) {
 	}
 	res, err = srv.Sweep(context.Background())
 	if err != nil || res.DedupRecords != 0 {
+		t.Fatalf("second sweep: %+v %v", res, err)
+	}
+}
+
+// One tick of the sweeper clears a backlog of expired effect records larger
+// than its batch, as it does for dedup records and jobs.
+func TestSweeperRemovesExpiredEffects(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{SweepBatch: 10})
+	c := connect(t, srv, sepp.Config{})
+	ctx := context.Background()
+	const effects = 35
+	for i := range effects {
+		cl, err := c.ClaimEffect(ctx, sepp.ClaimEffectRequest{Scope: "mail", Key: fmt.Sprint("order-", i), TTL: time.Minute})
+		if err != nil || cl.State != sepp.EffectAcquired {
+			t.Fatalf("claim %d: %+v %v", i, cl, err)
+		}
+		if _, err := c.CompleteEffect(ctx, cl.Token, []byte("sent")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Clock.Advance(time.Minute)
+	res, err := srv.Sweep(ctx)
+	if err != nil || res.Effects != effects {
+		t.Fatalf("sweep: %+v %v; want all %d effect records deleted in one tick (batches of 10)", res, err, effects)
+	}
+	for i := range effects {
+		if r, err := c.GetEffect(ctx, "mail", fmt.Sprint("order-", i)); err != nil || r.Found {
+			t.Fatalf("effect %d after the sweep: %+v %v", i, r, err)
+		}
+	}
+	if res, err := srv.Sweep(ctx); err != nil || res.Effects != 0 {
 		t.Fatalf("second sweep: %+v %v", res, err)
 	}
 }
@@ -215,7 +247,7 @@ func TestConcurrentSameKey(t *testing.T) {
 			defer wg.Done()
 			<-start
 			for k := range keys {
-				ack, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: fmt.Sprint("key-", k)})
+				ack, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key(fmt.Sprint("key-", k))})
 				if err != nil {
 					errs <- err
 					return
@@ -255,11 +287,11 @@ func TestBatches(t *testing.T) {
 	ctx := context.Background()
 	existing := enqueue(t, c, "q", "t", "existing")
 	batch := []sepp.EnqueueRequest{
-		{Queue: "q", JobType: "t", IdempotencyKey: "new-1"},
-		{Queue: "q", JobType: "t", IdempotencyKey: strings.Repeat("k", 257)},
-		{Queue: "q", JobType: "t", IdempotencyKey: "existing"},
-		{Queue: "q", JobType: "t", IdempotencyKey: "pair"},
-		{Queue: "q", JobType: "t", IdempotencyKey: "pair"},
+		{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key("new-1")},
+		{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key(strings.Repeat("k", 257))},
+		{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key("existing")},
+		{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key("pair")},
+		{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key("pair")},
 	}
 
 	// Atomic: fails as a whole, names index 1, writes nothing.
@@ -300,8 +332,8 @@ func TestBatches(t *testing.T) {
 
 	// Atomic with only valid jobs: new ones written, hits flagged.
 	res, err = c.EnqueueBatch(ctx, []sepp.EnqueueRequest{
-		{Queue: "q", JobType: "t", IdempotencyKey: "atomic-new"},
-		{Queue: "q", JobType: "t", IdempotencyKey: "existing"},
+		{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key("atomic-new")},
+		{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key("existing")},
 	}, sepp.BatchOptions{Atomic: true})
 	if err != nil || res[0].Ack.Deduplicated || !res[1].Ack.Deduplicated || res[1].Ack.JobID != existing.JobID {
 		t.Fatalf("atomic batch with a hit: %+v %v", res, err)
@@ -359,7 +391,7 @@ job_types = ["receipt", "invoice"]
 	c := connect(t, srv, sepp.Config{})
 	ctx := context.Background()
 	send := func(queue, jobType, key, payload string) (*sepp.Ack, error) {
-		return c.Enqueue(ctx, sepp.EnqueueRequest{Queue: queue, JobType: jobType, IdempotencyKey: key, Payload: []byte(payload)})
+		return c.Enqueue(ctx, sepp.EnqueueRequest{Queue: queue, JobType: jobType, IdempotencyKey: optKey(key), Payload: []byte(payload)})
 	}
 
 	// return_original (the default): the original, flagged.
@@ -460,7 +492,7 @@ func TestGetJob(t *testing.T) {
 	ctx := context.Background()
 	runAt := srv.Clock.Now().Add(time.Hour)
 	ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{
-		Queue: "q", JobType: "t", Payload: []byte("hello"), IdempotencyKey: "k", Priority: 5, RunAt: runAt,
+		Queue: "q", JobType: "t", Payload: []byte("hello"), IdempotencyKey: sepp.Key("k"), Priority: 5, RunAt: runAt,
 		MaxAttempts: 3, Headers: map[string]string{"trace": "x"},
 	})
 	if err != nil {
@@ -516,7 +548,7 @@ func TestBatcherLearnsServerBatchLimit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: fmt.Sprint(i)}); err != nil {
+			if _, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key(fmt.Sprint(i))}); err != nil {
 				errs <- err
 			}
 		}()
@@ -535,7 +567,7 @@ func TestContextErrors(t *testing.T) {
 		c := connect(t, srv, cfg)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: "k"}); !errors.Is(err, context.Canceled) {
+		if _, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key("k")}); !errors.Is(err, context.Canceled) {
 			t.Fatalf("batching %v: cancelled context: %v", !cfg.DisableBatching, err)
 		}
 		if _, err := c.GetJob(ctx, "0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d"); !errors.Is(err, context.Canceled) {
@@ -553,5 +585,68 @@ func TestStrictLookup(t *testing.T) {
 	}
 	if l, err := c.LookupIdempotencyKey(context.Background(), "emails", "k"); err != nil || l.Found {
 		t.Fatalf("lookup on a declared queue: %+v %v", l, err)
+	}
+}
+
+// optKey is the key k, or no key for "", for helpers that take keys as
+// strings.
+func optKey(k string) *string {
+	if k == "" {
+		return nil
+	}
+	return &k
+}
+
+// A Complete, Fail or CompleteEffect sent again with the token whose first
+// call was committed (its answer lost) succeeds and changes nothing; another
+// token is refused with ErrLeaseLost. The store conformance suite checks the
+// same on every backend; this checks the API answers.
+func TestRepeatedCompletionsSucceed(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{})
+	c := connect(t, srv, sepp.Config{})
+	ctx := context.Background()
+	enqueue(t, c, "q", "t", "done")
+	enqueue(t, c, "q", "t", "failed")
+	r, err := c.Reserve(ctx, sepp.ReserveRequest{Queues: []string{"q"}, MaxJobs: 2})
+	if err != nil || len(r) != 2 {
+		t.Fatalf("reserve: %+v %v", r, err)
+	}
+	for range 2 {
+		if err := c.Complete(ctx, r[0].Job.ID, r[0].LeaseToken, []byte("ok")); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+	}
+	if err := c.Complete(ctx, r[0].Job.ID, "0123456789abcdef0123456789abcdef", nil); !errors.Is(err, sepp.ErrLeaseLost) {
+		t.Fatalf("Complete with another token: %v", err)
+	}
+	first, err := c.Fail(ctx, r[1].Job.ID, r[1].LeaseToken, "boom", sepp.FailOptions{Permanent: true})
+	if err != nil || first.AlreadyFailed || first.State != sepp.JobStateDead {
+		t.Fatalf("Fail: %+v %v", first, err)
+	}
+	again, err := c.Fail(ctx, r[1].Job.ID, r[1].LeaseToken, "boom", sepp.FailOptions{Permanent: true})
+	if err != nil || !again.AlreadyFailed || again.State != sepp.JobStateDead {
+		t.Fatalf("repeated Fail: %+v %v", again, err)
+	}
+	if err := c.Complete(ctx, r[1].Job.ID, r[1].LeaseToken, nil); !errors.Is(err, sepp.ErrLeaseLost) {
+		t.Fatalf("Complete after this token's Fail: %v", err)
+	}
+	if j, err := c.GetJob(ctx, r[0].Job.ID); err != nil || j.State != sepp.JobStateCompleted || string(j.Result) != "ok" {
+		t.Fatalf("completed job: %+v %v", j, err)
+	}
+
+	cl, err := c.ClaimEffect(ctx, sepp.ClaimEffectRequest{Scope: "mail", Key: "order-9"})
+	if err != nil || cl.State != sepp.EffectAcquired {
+		t.Fatalf("claim: %+v %v", cl, err)
+	}
+	if res, err := c.CompleteEffect(ctx, cl.Token, []byte("em_1")); err != nil || string(res) != "em_1" {
+		t.Fatalf("CompleteEffect: %q %v", res, err)
+	}
+	// The repeat gets what the first call stored.
+	if res, err := c.CompleteEffect(ctx, cl.Token, []byte("em_2")); err != nil || string(res) != "em_1" {
+		t.Fatalf("repeated CompleteEffect: %q %v", res, err)
+	}
+	if _, err := c.CompleteEffect(ctx, "0123456789abcdef0123456789abcdef", nil); !errors.Is(err, sepp.ErrLeaseLost) {
+		t.Fatalf("CompleteEffect with another token: %v", err)
 	}
 }

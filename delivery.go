@@ -53,10 +53,14 @@ func (c *Client) Reserve(ctx context.Context, req ReserveRequest) ([]Reservation
 
 // Complete finishes a job, with an optional result that GetJob and
 // LookupIdempotencyKey return. A token that no longer holds the lease gets
-// ErrLeaseLost.
+// ErrLeaseLost. After a transport error it is resent: the server answers a
+// repeat of a committed Complete with success.
 func (c *Client) Complete(ctx context.Context, jobID, leaseToken string, result []byte) error {
-	_, err := c.workers.Complete(ctx, &seppv1.CompleteRequest{JobId: jobID, LeaseToken: leaseToken, Result: result})
-	return fromRPC(ctx, err)
+	req := &seppv1.CompleteRequest{JobId: jobID, LeaseToken: leaseToken, Result: result}
+	return c.resend(ctx, func() error {
+		_, err := c.workers.Complete(ctx, req)
+		return fromRPC(ctx, err)
+	})
 }
 
 // FailOptions steer what happens to a failed job.
@@ -73,6 +77,9 @@ type FailResult struct {
 	// JobStateDead.
 	State     JobState
 	NextRunAt time.Time
+	// AlreadyFailed: this Fail had been committed before (a resent call
+	// whose first answer was lost); nothing changed.
+	AlreadyFailed bool
 }
 
 // Fail reports a failed attempt.
@@ -82,11 +89,15 @@ func (c *Client) Fail(ctx context.Context, jobID, leaseToken, errText string, op
 		ms := opts.RetryAfter.Milliseconds()
 		req.RetryAfterMs = &ms
 	}
-	res, err := c.workers.Fail(ctx, req)
+	var res *seppv1.FailResponse
+	err := c.resend(ctx, func() (err error) {
+		res, err = c.workers.Fail(ctx, req)
+		return fromRPC(ctx, err)
+	})
 	if err != nil {
-		return nil, fromRPC(ctx, err)
+		return nil, err
 	}
-	out := &FailResult{State: stateFromProto(res.GetState())}
+	out := &FailResult{State: stateFromProto(res.GetState()), AlreadyFailed: res.GetAlreadyFailed()}
 	if res.NextRunAt != nil {
 		out.NextRunAt = res.NextRunAt.AsTime()
 	}
@@ -116,9 +127,13 @@ func (c *Client) CompleteBatch(ctx context.Context, completions []Completion) ([
 	for i, cm := range completions {
 		req.Completions[i] = &seppv1.CompleteRequest{JobId: cm.JobID, LeaseToken: cm.LeaseToken, Result: cm.Result}
 	}
-	res, err := c.workers.CompleteBatch(ctx, req)
+	var res *seppv1.CompleteBatchResponse
+	err := c.resend(ctx, func() (err error) {
+		res, err = c.workers.CompleteBatch(ctx, req)
+		return fromRPC(ctx, err)
+	})
 	if err != nil {
-		return nil, fromRPC(ctx, err)
+		return nil, err
 	}
 	if len(res.GetResults()) != len(completions) {
 		return nil, &Error{Code: "internal", Reason: ErrInternal.Error(), Message: "server answered a batch with the wrong number of results", Index: -1}

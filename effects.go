@@ -67,10 +67,21 @@ func (c *Client) ClaimEffect(ctx context.Context, req ClaimEffectRequest) (*Effe
 	return out, nil
 }
 
-// CompleteEffect stores the effect's result under the claim's token.
-func (c *Client) CompleteEffect(ctx context.Context, token string, result []byte) error {
-	_, err := c.effects.CompleteEffect(ctx, &seppv1.CompleteEffectRequest{Token: token, Result: result})
-	return fromRPC(ctx, err)
+// CompleteEffect stores the effect's result under the claim's token and
+// returns the stored result. After a transport error it is resent: the
+// server answers a repeat of a committed completion with success and the
+// result that the first call stored.
+func (c *Client) CompleteEffect(ctx context.Context, token string, result []byte) ([]byte, error) {
+	req := &seppv1.CompleteEffectRequest{Token: token, Result: result}
+	var res *seppv1.CompleteEffectResponse
+	err := c.resend(ctx, func() (err error) {
+		res, err = c.effects.CompleteEffect(ctx, req)
+		return fromRPC(ctx, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res.GetResult(), nil
 }
 
 // ReleaseEffect gives the claim up after a failed effect, so a retry can run it.

@@ -23,7 +23,7 @@ func Example() {
 	request := sepp.EnqueueRequest{
 		Queue:          "emails",
 		JobType:        "receipt",
-		IdempotencyKey: "receipt-order-8a3f",
+		IdempotencyKey: sepp.Key("receipt-order-8a3f"),
 	}
 	for range 2 { // the second call is the retry
 		ack, err := client.Enqueue(ctx, request)
@@ -51,13 +51,32 @@ func ExampleClient_Enqueue_keyTooLong() {
 	defer client.Close()
 
 	_, err = client.Enqueue(ctx, sepp.EnqueueRequest{
-		Queue: "emails", JobType: "receipt", IdempotencyKey: strings.Repeat("x", 300),
+		Queue: "emails", JobType: "receipt", IdempotencyKey: sepp.Key(strings.Repeat("x", 300)),
 	})
 	fmt.Println(errors.Is(err, sepp.ErrIdempotencyKeyTooLong))
 	fmt.Println(err)
 	// Output:
 	// true
 	// sepp: IDEMPOTENCY_KEY_TOO_LONG: idempotency key is 300 bytes; the limit is 256 (max_idempotency_key_bytes): use a shorter, stable id such as the entity or event id
+}
+
+// A key that is set but empty is refused, not sent as "no key": an empty key
+// is almost always a variable that was never filled in.
+func ExampleKey_empty() {
+	ctx := context.Background()
+	client, err := sepp.Connect(ctx, exampleServerURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+
+	orderID := "" // say, os.Getenv("ORDER_ID") with the variable unset
+	_, err = client.Enqueue(ctx, sepp.EnqueueRequest{
+		Queue: "emails", JobType: "receipt", IdempotencyKey: sepp.Key(orderID),
+	})
+	fmt.Println(errors.Is(err, sepp.ErrIdempotencyKeyEmpty))
+	// Output:
+	// true
 }
 
 // A batch reports one result per job, each with its own flag or error.
@@ -70,9 +89,9 @@ func ExampleClient_EnqueueBatch() {
 	defer client.Close()
 
 	results, err := client.EnqueueBatch(ctx, []sepp.EnqueueRequest{
-		{Queue: "invoices", JobType: "send", IdempotencyKey: "invoice-17"},
-		{Queue: "invoices", JobType: "send", IdempotencyKey: "invoice-17"}, // same key: a hit on the first
-		{Queue: "invoices", JobType: "send", IdempotencyKey: ""},           // no key: always a new job
+		{Queue: "invoices", JobType: "send", IdempotencyKey: sepp.Key("invoice-17")},
+		{Queue: "invoices", JobType: "send", IdempotencyKey: sepp.Key("invoice-17")}, // same key: a hit on the first
+		{Queue: "invoices", JobType: "send"},                                         // no key: always a new job
 	}, sepp.BatchOptions{})
 	if err != nil {
 		log.Fatal(err)
@@ -104,7 +123,7 @@ func ExampleClient_LookupIdempotencyKey() {
 	}
 	fmt.Println("found:", l.Found)
 
-	if _, err := client.Enqueue(ctx, sepp.EnqueueRequest{Queue: "payments", JobType: "charge", IdempotencyKey: "charge-order-77"}); err != nil {
+	if _, err := client.Enqueue(ctx, sepp.EnqueueRequest{Queue: "payments", JobType: "charge", IdempotencyKey: sepp.Key("charge-order-77")}); err != nil {
 		log.Fatal(err)
 	}
 	l, err = client.LookupIdempotencyKey(ctx, "payments", "charge-order-77")

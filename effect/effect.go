@@ -183,12 +183,14 @@ func run(ctx context.Context, c *sepp.Client, token string, opts Options, fn fun
 		}
 		return nil, err
 	}
-	if err := c.CompleteEffect(rctx, token, v); err != nil {
+	stored, err := c.CompleteEffect(rctx, token, v)
+	if err != nil {
 		// The effect ran but its record is not stored (the lease ended, or
-		// the server is gone): a later claim may run it again.
+		// the server stayed gone through the client's resends): a later
+		// claim may run it again.
 		return nil, fmt.Errorf("effect ran, but its result could not be recorded: %w", err)
 	}
-	return &Result{Value: v}, nil
+	return &Result{Value: stored}, nil
 }
 
 // DoJSON is Do for a result of type T, stored and replayed as JSON.

@@ -239,7 +239,7 @@ func TestReleaseAndCrashedHolder(t *testing.T) {
 	if err != nil || res.Replayed {
 		t.Fatalf("claim after the crashed holder's lease: %+v %v", res, err)
 	}
-	if err := c.CompleteEffect(ctx, old.Token, []byte("late")); !errors.Is(err, sepp.ErrLeaseLost) {
+	if _, err := c.CompleteEffect(ctx, old.Token, []byte("late")); !errors.Is(err, sepp.ErrLeaseLost) {
 		t.Fatalf("the crashed holder's late complete: %v", err)
 	}
 	if r, _ := c.GetEffect(ctx, "mail.invoice", "crash"); string(r.Result) != "em_2" {

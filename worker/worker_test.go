@@ -77,7 +77,7 @@ func TestEveryJobRunsOnce(t *testing.T) {
 	const n = 500
 	var ids []string
 	for i := range n {
-		ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: fmt.Sprint("k", i), Payload: []byte(fmt.Sprint(i))})
+		ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key(fmt.Sprint("k", i)), Payload: []byte(fmt.Sprint(i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +129,7 @@ backoff_initial_ms = 20
 backoff_max_ms = 40
 `)
 	ctx := context.Background()
-	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: "k"})
+	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key("k")})
 	perm, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "perm"})
 	boom, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "panic"})
 	var attempts atomic.Int32
@@ -279,7 +279,7 @@ func TestCompletionsFollowTheServerBatchLimit(t *testing.T) {
 	const n = 300
 	var ids []string
 	for i := range n {
-		ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: fmt.Sprint(i)})
+		ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key(fmt.Sprint(i))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -117,7 +117,7 @@ func startSepp(ctx context.Context, backend, config string) (*seppInstance, erro
 }
 
 func (s *seppInstance) enqueue(ctx context.Context, key string) (bool, error) {
-	ack, err := s.client.Enqueue(ctx, sepp.EnqueueRequest{Queue: s.queue, JobType: "bench", Payload: payload, IdempotencyKey: key})
+	ack, err := s.client.Enqueue(ctx, sepp.EnqueueRequest{Queue: s.queue, JobType: "bench", Payload: payload, IdempotencyKey: sepp.Key(key)})
 	if err != nil {
 		return false, err
 	}
@@ -127,7 +127,7 @@ func (s *seppInstance) enqueue(ctx context.Context, key string) (bool, error) {
 func (s *seppInstance) enqueueBatch(ctx context.Context, keys []string) (int, error) {
 	reqs := make([]sepp.EnqueueRequest, len(keys))
 	for i, k := range keys {
-		reqs[i] = sepp.EnqueueRequest{Queue: s.queue, JobType: "bench", Payload: payload, IdempotencyKey: k}
+		reqs[i] = sepp.EnqueueRequest{Queue: s.queue, JobType: "bench", Payload: payload, IdempotencyKey: sepp.Key(k)}
 	}
 	res, err := s.client.EnqueueBatch(ctx, reqs, sepp.BatchOptions{})
 	if err != nil {

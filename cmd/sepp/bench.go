@@ -51,7 +51,7 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	ctx := context.Background()
-	client, err := sepp.NewClient(ctx, target, sepp.Config{DisableBatching: *noBatch, MaxInFlight: *inFlight})
+	client, err := sepp.NewClient(ctx, target, sepp.Config{DisableBatching: *noBatch, MaxInFlight: *inFlight, FailFast: true})
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 				t := time.Now()
 				ack, err := client.Enqueue(ctx, sepp.EnqueueRequest{
 					Queue: *queue, JobType: "bench", Payload: payload,
-					IdempotencyKey: fmt.Sprintf("bench-%s-%d", run, keys[i]),
+					IdempotencyKey: sepp.Key(fmt.Sprintf("bench-%s-%d", run, keys[i])),
 				})
 				lat[i] = time.Since(t)
 				if err != nil {

@@ -46,12 +46,13 @@ func runBenchWorker(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	client, err := sepp.Connect(ctx, *addr)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Waits for the server, logging each wait, so start order does not matter.
+	client, err := sepp.NewClient(ctx, *addr, sepp.Config{Logger: logger})
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w := worker.New(client, worker.Config{Queues: strings.Split(*queues, ","), Concurrency: *c, Wait: time.Second, Logger: logger})
 	var mu sync.Mutex
 	w.HandleAll(func(ctx context.Context, j *worker.Job) ([]byte, error) {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,6 +106,50 @@ func TestCLIErrors(t *testing.T) {
 	}
 }
 
+// TestCLIEmptyKeyFails: --key "" (a script's unset variable) reaches the
+// server as an empty key and fails as one, with the exit status of any
+// refused enqueue, and creates no job; without --key the job is unkeyed.
+func TestCLIEmptyKeyFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary; skipped with -short")
+	}
+	srv := testserver.Start(t, testserver.Options{})
+	bin := buildSepp(t)
+	sepp := func(args ...string) (string, int) {
+		out, err := exec.Command(bin, append(args, "--addr", srv.URL)...).CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	for _, args := range [][]string{{"--key", ""}, {"--key="}} {
+		out, code := sepp(append([]string{"enqueue", "--queue", "emails", "--type", "receipt"}, args...)...)
+		if code != 1 || !strings.Contains(out, "IDEMPOTENCY_KEY_EMPTY") {
+			t.Fatalf("enqueue %q: exit %d, output:\n%s", args, code, out)
+		}
+	}
+	// The same exit status as another refused key.
+	if out, code := sepp("enqueue", "--queue", "emails", "--type", "receipt", "--key", strings.Repeat("k", 257)); code != 1 ||
+		!strings.Contains(out, "IDEMPOTENCY_KEY_TOO_LONG") {
+		t.Fatalf("long key: exit %d\n%s", code, out)
+	}
+	out, code := sepp("jobs", "list", "--queue", "emails", "--json")
+	if code != 0 || strings.Contains(out, "jobId") {
+		t.Fatalf("jobs after refused enqueues: exit %d\n%s", code, out)
+	}
+	if out, code := sepp("enqueue", "--queue", "emails", "--type", "receipt"); code != 0 || !regexpLine(out, "deduplicated", "false") {
+		t.Fatalf("enqueue without --key: exit %d\n%s", code, out)
+	}
+	out, _ = sepp("jobs", "list", "--queue", "emails", "--json")
+	if n := strings.Count(out, `"jobId"`); n != 1 {
+		t.Fatalf("jobs after one unkeyed enqueue: %d\n%s", n, out)
+	}
+}
+
 func TestServeCheckConfig(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.toml")
@@ -151,7 +197,7 @@ func TestCLIQueuesJobsAndDeadLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ack, _ := c.Enqueue(ctx, seppclient.EnqueueRequest{Queue: "mail", JobType: "t", IdempotencyKey: "k"})
+	ack, _ := c.Enqueue(ctx, seppclient.EnqueueRequest{Queue: "mail", JobType: "t", IdempotencyKey: seppclient.Key("k")})
 	r, err := c.Reserve(ctx, seppclient.ReserveRequest{Queues: []string{"mail"}})
 	if err != nil || len(r) != 1 {
 		t.Fatalf("reserve: %v %v", r, err)

@@ -39,7 +39,7 @@ func (f *clientFlags) call(fn func(ctx context.Context, c *sepp.Client) error) e
 	defer cancel()
 	// The server checks key lengths against its own limit, which may be
 	// above the client's default.
-	c, err := sepp.NewClient(ctx, f.addr, sepp.Config{DisableBatching: true, MaxIdempotencyKeyBytes: -1})
+	c, err := sepp.NewClient(ctx, f.addr, sepp.Config{DisableBatching: true, MaxIdempotencyKeyBytes: -1, FailFast: true})
 	if err != nil {
 		return fmt.Errorf("%w\n(is the server running? start it with: sepp serve)", err)
 	}
@@ -79,7 +79,12 @@ func runEnqueue(args []string, stdout, stderr io.Writer) error {
 	var req sepp.EnqueueRequest
 	fs.StringVar(&req.Queue, "queue", "", "queue name (required)")
 	fs.StringVar(&req.JobType, "type", "", "job type (required)")
-	fs.StringVar(&req.IdempotencyKey, "key", "", "idempotency key: a repeat within the dedup window returns the original job")
+	// A Func, not a string flag: --key "" (an unset variable in a script)
+	// must reach the server as an empty key and fail, not enqueue unkeyed.
+	fs.Func("key", "idempotency key: a repeat within the dedup window returns the original job", func(k string) error {
+		req.IdempotencyKey = &k
+		return nil
+	})
 	payload := fs.String("payload", "", "payload, as given")
 	payloadFile := fs.String("payload-file", "", "read the payload from this `file` (- for stdin)")
 	priority := fs.Int("priority", 0, "higher runs first")

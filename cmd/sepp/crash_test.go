@@ -150,7 +150,7 @@ func TestCrashSafety(t *testing.T) {
 				key := fmt.Sprintf("producer-%d-job-%d", g, i)
 				for {
 					tries.Add(1)
-					ack, err := client.Enqueue(ctx, sepp.EnqueueRequest{Queue: "crash", JobType: "t", IdempotencyKey: key, Payload: []byte(key)})
+					ack, err := client.Enqueue(ctx, sepp.EnqueueRequest{Queue: "crash", JobType: "t", IdempotencyKey: sepp.Key(key), Payload: []byte(key)})
 					if err == nil {
 						mu.Lock()
 						acked[key] = ack.JobID
@@ -195,7 +195,7 @@ func TestCrashSafety(t *testing.T) {
 					fail(fmt.Sprintf("acked job %s (key %s) lost: %v", id, key, err))
 					return
 				}
-				ack, err := client.Enqueue(ctx, sepp.EnqueueRequest{Queue: "crash", JobType: "t", IdempotencyKey: key, Payload: []byte(key)})
+				ack, err := client.Enqueue(ctx, sepp.EnqueueRequest{Queue: "crash", JobType: "t", IdempotencyKey: sepp.Key(key), Payload: []byte(key)})
 				if err != nil || !ack.Deduplicated || ack.JobID != id {
 					fail(fmt.Sprintf("key %s: re-enqueue gave %+v %v; want a hit on %s", key, ack, err, id))
 					return

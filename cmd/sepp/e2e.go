@@ -41,7 +41,7 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	ctx := context.Background()
-	client, err := sepp.Connect(ctx, target)
+	client, err := sepp.NewClient(ctx, target, sepp.Config{FailFast: true})
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 					<-pace
 				}
 				if _, err := client.Enqueue(ctx, sepp.EnqueueRequest{Queue: queue, JobType: "noop", Payload: payload,
-					IdempotencyKey: fmt.Sprint(queue, "-", i)}); err != nil {
+					IdempotencyKey: sepp.Key(fmt.Sprint(queue, "-", i))}); err != nil {
 					failed.Add(1)
 				}
 			}

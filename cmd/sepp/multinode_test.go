@@ -114,7 +114,7 @@ func TestThreeNodesOneKeyOneJob(t *testing.T) {
 			c := nodes[p%len(nodes)]
 			for i := p; i < len(work); i += producers {
 				k := work[i]
-				ack, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: fmt.Sprint("key-", k)})
+				ack, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key(fmt.Sprint("key-", k))})
 				if err != nil {
 					errs <- err
 					return
@@ -170,7 +170,7 @@ func TestHandoverAcrossNodes(t *testing.T) {
 		<-ready
 		time.Sleep(20 * time.Millisecond) // let the Reserve start waiting
 		start := time.Now()
-		if _, err := nodes[0].Enqueue(ctx, sepp.EnqueueRequest{Queue: "handover", JobType: "t", IdempotencyKey: fmt.Sprint(i)}); err != nil {
+		if _, err := nodes[0].Enqueue(ctx, sepp.EnqueueRequest{Queue: "handover", JobType: "t", IdempotencyKey: sepp.Key(fmt.Sprint(i))}); err != nil {
 			t.Fatal(err)
 		}
 		lat = append(lat, (<-got).Sub(start))

@@ -42,7 +42,7 @@ func TestPostgresRestart(t *testing.T) {
 				key := fmt.Sprintf("p%d-k%d", p, i)
 				for {
 					tries.Add(1)
-					ack, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: key})
+					ack, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key(key)})
 					if err == nil {
 						mu.Lock()
 						if prev, ok := acked[key]; ok && prev != ack.JobID {
@@ -76,7 +76,7 @@ func TestPostgresRestart(t *testing.T) {
 
 	// Both nodes answer again, and the database holds one job per key.
 	for i, c := range clients {
-		if _, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: fmt.Sprint("after-", i)}); err != nil {
+		if _, err := c.Enqueue(context.Background(), sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key(fmt.Sprint("after-", i))}); err != nil {
 			t.Fatalf("node %d after the restart: %v", i, err)
 		}
 	}

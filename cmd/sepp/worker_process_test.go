@@ -22,13 +22,15 @@ import (
 type workerProcess struct {
 	cmd    *exec.Cmd
 	record string
+	log    string // the process's stdout and stderr
 }
 
 func startWorker(t *testing.T, addr string, args ...string) *workerProcess {
 	t.Helper()
 	record := filepath.Join(t.TempDir(), "record")
 	cmd := exec.Command(buildSepp(t), append([]string{"bench", "worker", "--addr", addr, "--record", record}, args...)...)
-	logf, err := os.Create(filepath.Join(t.TempDir(), "worker.log"))
+	logPath := filepath.Join(t.TempDir(), "worker.log")
+	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +39,7 @@ func startWorker(t *testing.T, addr string, args ...string) *workerProcess {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w := &workerProcess{cmd: cmd, record: record}
+	w := &workerProcess{cmd: cmd, record: record, log: logPath}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
@@ -123,7 +125,7 @@ func enqueueN(t *testing.T, c *sepp.Client, queue string, n int) []string {
 	t.Helper()
 	var reqs []sepp.EnqueueRequest
 	for i := range n {
-		reqs = append(reqs, sepp.EnqueueRequest{Queue: queue, JobType: "t", IdempotencyKey: fmt.Sprint(queue, "-", i)})
+		reqs = append(reqs, sepp.EnqueueRequest{Queue: queue, JobType: "t", IdempotencyKey: sepp.Key(fmt.Sprint(queue, "-", i))})
 	}
 	var ids []string
 	for len(reqs) > 0 {
@@ -141,6 +143,53 @@ func enqueueN(t *testing.T, c *sepp.Client, queue string, n int) []string {
 		reqs = reqs[k:]
 	}
 	return ids
+}
+
+// TestWorkerStartedBeforeServer: a worker process started 3 s before its
+// server waits for it, saying so in its log, and then processes its jobs, so
+// start order does not matter under compose or Kubernetes.
+func TestWorkerStartedBeforeServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs server and worker processes; skipped with -short")
+	}
+	p := &serverProcess{t: t, bin: buildSepp(t), addr: freePort(t), data: t.TempDir()}
+	logf, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	p.log = logf
+	w := startWorker(t, "http://"+p.addr, "--queues", "q", "-c", "4")
+	time.Sleep(3 * time.Second) // the order of starts under test, not a timing assertion
+	if w.cmd.ProcessState != nil {
+		t.Fatalf("the worker exited before the server started: %v", w.cmd.ProcessState)
+	}
+	p.start()
+	defer p.signal(syscall.SIGTERM)
+	c, err := sepp.Connect(context.Background(), "http://"+p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 50
+	ids := enqueueN(t, c, "q", n)
+	eventually(t, "every job completed", time.Minute, func() bool { return queueInfo(t, c, "q").Completed == n })
+	if code := w.stop(t, syscall.SIGTERM); code != 0 {
+		t.Fatalf("worker exited %d after SIGTERM", code)
+	}
+	runs := map[string]int{}
+	for _, l := range readRecord(t, w.record) {
+		runs[l.jobID]++
+	}
+	for _, id := range ids {
+		if runs[id] != 1 {
+			t.Fatalf("job %s ran %d times", id, runs[id])
+		}
+	}
+	log, err := os.ReadFile(w.log)
+	if err != nil || !strings.Contains(string(log), "waiting for the server") || !strings.Contains(string(log), p.addr) {
+		t.Fatalf("the worker's log does not show its waits: %v\n%s", err, log)
+	}
 }
 
 // TestTwoWorkerProcesses: 10,000 keyed jobs, two worker processes of 16

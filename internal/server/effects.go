@@ -178,11 +178,15 @@ func (e *effectService) CompleteEffect(ctx context.Context, req *seppv1.Complete
 	if n, max := len(req.GetResult()), e.s.cfg.Server.MaxPayloadBytes; int64(n) > max {
 		return nil, invalidField("result", "is %d bytes; the limit is %d (max_payload_bytes)", n, max)
 	}
-	if err := e.s.store.CompleteEffect(ctx, &store.CompleteEffectParams{Token: token, Result: req.GetResult(), Now: e.s.now()}); err != nil {
+	done, err := e.s.store.CompleteEffect(ctx, &store.CompleteEffectParams{Token: token, Result: req.GetResult(), Now: e.s.now()})
+	if err != nil {
 		return nil, effectLeaseLost(err)
 	}
-	e.s.effectDone()
-	return &seppv1.CompleteEffectResponse{}, nil
+	if !done.AlreadyCompleted {
+		e.s.effectDone()
+	}
+	return &seppv1.CompleteEffectResponse{Result: done.Result, CompletedAt: timestamppb.New(done.CompletedAt),
+		AlreadyCompleted: done.AlreadyCompleted}, nil
 }
 
 func (e *effectService) ReleaseEffect(ctx context.Context, req *seppv1.ReleaseEffectRequest) (*seppv1.ReleaseEffectResponse, error) {

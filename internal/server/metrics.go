@@ -66,7 +66,7 @@ func NewMetrics() *Metrics {
 		}),
 		sweepDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sepp_sweep_deleted_total",
-			Help: "Rows deleted by the sweeper: expired dedup records and jobs past retention.",
+			Help: "Rows deleted by the sweeper: expired dedup records, jobs past retention and effect records past their TTL.",
 		}, []string{"kind"}),
 	}
 	m.registry.MustRegister(m.enqueues, m.dedupHits, m.reserved, m.completions, m.leaseExpired, m.effectClaims, m.commitTime, m.commitJobs, m.sweepDeleted,

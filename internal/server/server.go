@@ -43,6 +43,10 @@ type Options struct {
 	Metrics *Metrics
 	// Now is the server's clock. Default time.Now; tests inject their own.
 	Now func() time.Time
+	// SweepBatch bounds the rows of each kind one Sweep call deletes, so
+	// the sweeper never holds the store's writer for long; a sweep repeats
+	// the call until the backlog is gone. Default 1000.
+	SweepBatch int
 }
 
 // maxMessageBytes bounds one request: a full batch of 1 MiB payloads does
@@ -71,7 +75,9 @@ type Server struct {
 	ln       net.Listener
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Shutdown; stops the sweeper
-	bg       sync.WaitGroup
+
+	sweepBatch int
+	bg         sync.WaitGroup
 }
 
 // The services every node declares; all four are registered so clients get
@@ -94,6 +100,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
+	if opts.SweepBatch <= 0 {
+		opts.SweepBatch = 1000
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -104,6 +113,8 @@ func New(opts Options) (*Server, error) {
 		metrics: opts.Metrics,
 		clock:   opts.Now,
 		stop:    make(chan struct{}),
+
+		sweepBatch: opts.SweepBatch,
 	}
 	jobs := &jobService{s: s}
 	workers := &workerService{s: s}

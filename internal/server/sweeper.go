@@ -7,10 +7,6 @@ import (
 	"github.com/sepp-dev/sepp/internal/store"
 )
 
-// sweepBatch bounds the rows one Sweep call deletes of each kind, so the
-// sweeper never holds the writer for long.
-const sweepBatch = 1000
-
 // sweepLoop runs Sweep every sweep_interval_ms until Shutdown.
 func (s *Server) sweepLoop() {
 	t := time.NewTicker(s.cfg.Storage.SweepInterval())
@@ -36,14 +32,16 @@ func (s *Server) sweepLoop() {
 	}
 }
 
-// Sweep deletes every expired dedup record and every job past its retention,
-// in batches of sweepBatch, and returns the totals.
+// Sweep deletes every expired dedup record, every job past its retention and
+// every completed effect past its TTL, and releases expired leases, in calls
+// of at most sweepBatch rows of each kind, until a call finds less than a
+// full batch of every kind. It returns the totals.
 func (s *Server) Sweep(ctx context.Context) (store.SweepResult, error) {
 	var total store.SweepResult
 	for {
 		res, err := s.store.Sweep(ctx, &store.SweepParams{
 			Now:                s.now(),
-			Limit:              sweepBatch,
+			Limit:              s.sweepBatch,
 			CompletedRetention: s.cfg.Storage.CompletedRetention(),
 			DeadRetention:      s.cfg.Storage.DeadRetention(),
 		})
@@ -52,13 +50,16 @@ func (s *Server) Sweep(ctx context.Context) (store.SweepResult, error) {
 		}
 		total.DedupRecords += res.DedupRecords
 		total.Jobs += res.Jobs
+		total.Effects += res.Effects
+		total.LeasesExpired += res.LeasesExpired
 		s.metrics.sweepDeleted.WithLabelValues("dedup_record").Add(float64(res.DedupRecords))
 		s.metrics.sweepDeleted.WithLabelValues("job").Add(float64(res.Jobs))
+		s.metrics.sweepDeleted.WithLabelValues("effect").Add(float64(res.Effects))
 		s.metrics.leaseExpired.Add(float64(res.LeasesExpired))
-		total.LeasesExpired += res.LeasesExpired
-		if res.DedupRecords < sweepBatch && res.Jobs < sweepBatch {
-			if total.DedupRecords+total.Jobs > 0 {
-				s.log.Info("sweep", "dedup_records_deleted", total.DedupRecords, "jobs_deleted", total.Jobs)
+		if max(res.DedupRecords, res.Jobs, res.Effects) < s.sweepBatch {
+			if total.DedupRecords+total.Jobs+total.Effects > 0 {
+				s.log.Info("sweep", "dedup_records_deleted", total.DedupRecords, "jobs_deleted", total.Jobs,
+					"effects_deleted", total.Effects)
 			}
 			return total, nil
 		}

@@ -147,10 +147,11 @@ func (w *workerService) Complete(ctx context.Context, req *seppv1.CompleteReques
 	if err != nil {
 		return nil, err
 	}
-	if e := res.GetResults()[0].GetError(); e != nil {
+	r := res.GetResults()[0]
+	if e := r.GetError(); e != nil {
 		return nil, &apiError{code: codeOf(e.GetCode()), reason: e.GetReason(), msg: e.GetMessage()}
 	}
-	return &seppv1.CompleteResponse{}, nil
+	return &seppv1.CompleteResponse{AlreadyCompleted: r.GetAlreadyCompleted()}, nil
 }
 
 func (w *workerService) CompleteBatch(ctx context.Context, req *seppv1.CompleteBatchRequest) (*seppv1.CompleteBatchResponse, error) {
@@ -178,16 +179,19 @@ func (w *workerService) CompleteBatch(ctx context.Context, req *seppv1.CompleteB
 		index = append(index, i)
 	}
 	if len(jobs) > 0 {
-		errs, err := s.store.Complete(ctx, &store.CompleteParams{Jobs: jobs, Now: s.now()})
+		done, err := s.store.Complete(ctx, &store.CompleteParams{Jobs: jobs, Now: s.now()})
 		if err != nil {
 			return nil, err
 		}
-		for k, err := range errs {
-			if err != nil {
-				results[index[k]].Error = itemError(toAPIError(leaseLost(err))).GetError()
-				continue
+		for k, d := range done {
+			switch {
+			case d.Err != nil:
+				results[index[k]].Error = itemError(toAPIError(leaseLost(d.Err))).GetError()
+			case d.AlreadyCompleted:
+				results[index[k]].AlreadyCompleted = true
+			default:
+				s.metrics.completions.WithLabelValues("completed").Inc()
 			}
-			s.metrics.completions.WithLabelValues("completed").Inc()
 		}
 	}
 	return &seppv1.CompleteBatchResponse{Results: results}, nil
@@ -216,12 +220,14 @@ func (w *workerService) Fail(ctx context.Context, req *seppv1.FailRequest) (*sep
 	if err != nil {
 		return nil, leaseLost(err)
 	}
-	out := &seppv1.FailResponse{State: seppv1.JobState(res.State)}
+	out := &seppv1.FailResponse{State: seppv1.JobState(res.State), AlreadyFailed: res.AlreadyFailed}
+	outcome := "dead"
 	if res.State == store.JobStateScheduled {
 		out.NextRunAt = timestamppb.New(res.NextRunAt)
-		s.metrics.completions.WithLabelValues("retried").Inc()
-	} else {
-		s.metrics.completions.WithLabelValues("dead").Inc()
+		outcome = "retried"
+	}
+	if !res.AlreadyFailed { // a retried call was counted the first time
+		s.metrics.completions.WithLabelValues(outcome).Inc()
 	}
 	return out, nil
 }

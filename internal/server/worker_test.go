@@ -54,7 +54,7 @@ backoff_max_ms = 8000
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: "k"})
+	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t", IdempotencyKey: sepp.Key("k")})
 	nominal := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second}
 	for attempt := 1; attempt <= 6; attempt++ {
 		r, err := c.Reserve(ctx, sepp.ReserveRequest{Queues: []string{"q"}})

@@ -261,11 +261,14 @@ type Worker interface {
 	// released first (see ExpireLeases).
 	Reserve(ctx context.Context, params *ReserveParams) ([]ReservedJob, error)
 	// Complete finishes reserved jobs, each judged alone, and returns one
-	// error per job: nil, or ErrLeaseLost for a stale token, which changes
-	// nothing.
-	Complete(ctx context.Context, params *CompleteParams) ([]error, error)
+	// result per job. A stale token gets ErrLeaseLost and changes nothing.
+	// The token that already completed the job (a retry whose first answer
+	// was lost) succeeds with AlreadyCompleted set and changes nothing.
+	Complete(ctx context.Context, params *CompleteParams) ([]CompleteResult, error)
 	// Fail records a failed attempt: the job is rescheduled at RetryAt, or
-	// dead-lettered when it was permanent or its attempts ran out.
+	// dead-lettered when it was permanent or its attempts ran out. The token
+	// whose Fail was already committed succeeds with AlreadyFailed set,
+	// changes nothing, and reports the job's state now.
 	Fail(ctx context.Context, params *FailParams) (*FailResult, error)
 	// ExtendLease moves the lease's expiry to Now + Lease.
 	ExtendLease(ctx context.Context, params *ExtendLeaseParams) (time.Time, error)
@@ -293,6 +296,15 @@ type CompleteParams struct {
 	Now  time.Time
 }
 
+// CompleteResult is the outcome of one job of a Complete call.
+type CompleteResult struct {
+	// AlreadyCompleted: this token had completed the job before; nothing
+	// changed.
+	AlreadyCompleted bool
+	// Err is ErrLeaseLost for a token that does not hold the lease.
+	Err error
+}
+
 // CompletedJob is one job to complete.
 type CompletedJob struct {
 	ID         JobID
@@ -316,8 +328,10 @@ type FailParams struct {
 
 // FailResult says what became of a failed job.
 type FailResult struct {
-	State     JobState  // JobStateScheduled or JobStateDead
+	State     JobState  // JobStateScheduled or JobStateDead (or, when AlreadyFailed, the state now)
 	NextRunAt time.Time // when State is JobStateScheduled
+	// AlreadyFailed: this token's Fail was committed before; nothing changed.
+	AlreadyFailed bool
 }
 
 // ExtendLeaseParams are the parameters of Store.ExtendLease.
@@ -403,9 +417,11 @@ type Effects interface {
 	// while the record lives; or in progress while another lease is live.
 	ClaimEffect(ctx context.Context, params *ClaimEffectParams) (*EffectClaim, error)
 	// CompleteEffect stores the result of the effect held by Token; the
-	// record then lives the claim's TTL. A token that does not hold the
-	// key gets ErrLeaseLost.
-	CompleteEffect(ctx context.Context, params *CompleteEffectParams) error
+	// record then lives the claim's TTL. The token that already completed
+	// the effect (a retry whose first answer was lost) gets the stored
+	// record with AlreadyCompleted set, and nothing changes. Any other token
+	// gets ErrLeaseLost.
+	CompleteEffect(ctx context.Context, params *CompleteEffectParams) (*CompletedEffect, error)
 	// ReleaseEffect removes the claim held by Token, so a retry can run the
 	// effect. A token that does not hold the key gets ErrLeaseLost.
 	ReleaseEffect(ctx context.Context, params *ReleaseEffectParams) error
@@ -444,6 +460,16 @@ type CompleteEffectParams struct {
 	Token  LeaseToken
 	Result []byte
 	Now    time.Time
+}
+
+// CompletedEffect is what a CompleteEffect stored.
+type CompletedEffect struct {
+	Result      []byte
+	CompletedAt time.Time
+	ExpiresAt   time.Time
+	// AlreadyCompleted: the token had completed the effect before, and
+	// Result is what that first call stored.
+	AlreadyCompleted bool
 }
 
 // ReleaseEffectParams are the parameters of Store.ReleaseEffect.

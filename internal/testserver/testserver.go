@@ -59,6 +59,8 @@ type Options struct {
 	// RealTime runs the server on the wall clock instead of Clock, for tests
 	// of leases and retries as a worker sees them.
 	RealTime bool
+	// SweepBatch is the server's sweep batch size; zero: the default.
+	SweepBatch int
 }
 
 // Start starts a server and stops it when the test ends.
@@ -79,7 +81,7 @@ func Start(t testing.TB, opts Options) *Server {
 		now = time.Now
 	}
 	srv, err := server.New(server.Options{
-		Config: cfg, Store: st, Now: now,
+		Config: cfg, Store: st, Now: now, SweepBatch: opts.SweepBatch,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

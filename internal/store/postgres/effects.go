@@ -79,11 +79,39 @@ func (s *Store) effectExec(ctx context.Context, announce bool, query string, arg
 	return translate(err)
 }
 
-// CompleteEffect implements store.Effects.
-func (s *Store) CompleteEffect(ctx context.Context, p *store.CompleteEffectParams) error {
+// CompleteEffect implements store.Effects. The token stays on the completed
+// record, so a retried completion can be told from a stale one.
+func (s *Store) CompleteEffect(ctx context.Context, p *store.CompleteEffectParams) (*store.CompletedEffect, error) {
 	now := micros(p.Now)
-	return s.effectExec(ctx, true, `UPDATE sepp_effects SET state = 2, result = $3, completed_at = $2, expires_at = $2 + ttl,
- token = NULL, lease_expires_at = NULL WHERE `+effectHeld, p.Token[:], now, p.Result)
+	var out *store.CompletedEffect
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var expiresAt, completedAt int64
+		err := tx.QueryRow(ctx, `UPDATE sepp_effects SET state = 2, result = $3, completed_at = $2, expires_at = $2 + ttl,
+ lease_expires_at = NULL WHERE `+effectHeld+` RETURNING expires_at`, p.Token[:], now, p.Result).Scan(&expiresAt)
+		if err == nil {
+			out = &store.CompletedEffect{Result: p.Result, CompletedAt: fromMicros(now), ExpiresAt: fromMicros(expiresAt)}
+			_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, effectsChannel)
+			return err
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		out = &store.CompletedEffect{AlreadyCompleted: true}
+		err = tx.QueryRow(ctx, `SELECT result, completed_at, expires_at FROM sepp_effects
+ WHERE token = $1 AND state = 2 AND expires_at > $2`, p.Token[:], now).Scan(&out.Result, &completedAt, &expiresAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrLeaseLost
+		}
+		out.CompletedAt, out.ExpiresAt = fromMicros(completedAt), fromMicros(expiresAt)
+		return err
+	})
+	if errors.Is(err, store.ErrLeaseLost) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, translate(err)
+	}
+	return out, nil
 }
 
 // ReleaseEffect implements store.Effects.

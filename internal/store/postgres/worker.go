@@ -92,20 +92,33 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 
 const leaseHeld = `id = $1 AND state = 3 AND lease_token = $2 AND lease_expires_at > $3`
 
-// Complete implements store.Worker.
-func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]error, error) {
+// Complete implements store.Worker. The token stays on the completed row, so
+// a retried Complete can be told from a stale one.
+func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]store.CompleteResult, error) {
 	now := micros(p.Now)
-	errs := make([]error, len(p.Jobs))
+	out := make([]store.CompleteResult, len(p.Jobs))
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for i, j := range p.Jobs {
-			t, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 4, finalized_at = $3, result = $4, lease_token = NULL,
+			t, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 4, finalized_at = $3, result = $4,
  lease_expires_at = NULL WHERE `+leaseHeld, pgID(j.ID), j.LeaseToken[:], now, j.Result)
 			if err != nil {
 				return err
 			}
-			errs[i] = nil
-			if t.RowsAffected() == 0 {
-				errs[i] = store.ErrLeaseLost
+			out[i] = store.CompleteResult{}
+			if t.RowsAffected() > 0 {
+				continue
+			}
+			// The token that completed the job is a retry; any other is stale.
+			var one int
+			err = tx.QueryRow(ctx, `SELECT 1 FROM sepp_jobs WHERE id = $1 AND state = 4 AND lease_token = $2`,
+				pgID(j.ID), j.LeaseToken[:]).Scan(&one)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				out[i].Err = store.ErrLeaseLost
+			case err != nil:
+				return err
+			default:
+				out[i].AlreadyCompleted = true
 			}
 		}
 		return nil
@@ -113,10 +126,11 @@ func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]error,
 	if err != nil {
 		return nil, translate(err)
 	}
-	return errs, nil
+	return out, nil
 }
 
-// Fail implements store.Worker.
+// Fail implements store.Worker. The token stays on the failed row, so a
+// retried Fail can be told from a stale one.
 func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResult, error) {
 	now := micros(p.Now)
 	res := &store.FailResult{}
@@ -126,27 +140,52 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 		err := tx.QueryRow(ctx, `SELECT queue, attempts, max_attempts FROM sepp_jobs WHERE `+leaseHeld+` FOR UPDATE`,
 			pgID(p.ID), p.LeaseToken[:], now).Scan(&queue, &attempts, &maxAttempts)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return store.ErrLeaseLost
+			return failedBefore(ctx, tx, p, res)
 		}
 		if err != nil {
 			return err
 		}
 		if p.Permanent || attempts >= maxAttempts {
 			*res = store.FailResult{State: store.JobStateDead}
-			_, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 5, finalized_at = $2, last_error = $3, lease_token = NULL,
+			_, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 5, finalized_at = $2, last_error = $3,
  lease_expires_at = NULL WHERE id = $1`, pgID(p.ID), now, p.Error)
 			return err
 		}
 		runAt := max(micros(p.RetryAt(queue, attempts)), now)
 		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: fromMicros(runAt)}
-		_, err = tx.Exec(ctx, `UPDATE sepp_jobs SET state = 1, run_at = $2, last_error = $3, lease_token = NULL,
+		_, err = tx.Exec(ctx, `UPDATE sepp_jobs SET state = 1, run_at = $2, last_error = $3,
  lease_expires_at = NULL, worker_id = NULL WHERE id = $1`, pgID(p.ID), runAt, p.Error)
 		return err
 	})
 	if err != nil {
+		if errors.Is(err, store.ErrLeaseLost) {
+			return nil, err
+		}
 		return nil, translate(err)
 	}
 	return res, nil
+}
+
+// failedBefore judges a Fail whose token holds no lease: when that token's
+// Fail was committed (the job waits for its retry, or is dead, still under
+// this token) it is a retry and gets the job's state now; otherwise the
+// token is stale.
+func failedBefore(ctx context.Context, tx pgx.Tx, p *store.FailParams, res *store.FailResult) error {
+	var state int16
+	var runAt int64
+	err := tx.QueryRow(ctx, `SELECT state, run_at FROM sepp_jobs WHERE id = $1 AND lease_token = $2 AND state IN (1, 2, 5)`,
+		pgID(p.ID), p.LeaseToken[:]).Scan(&state, &runAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.ErrLeaseLost
+	case err != nil:
+		return err
+	}
+	*res = store.FailResult{State: store.JobState(state), AlreadyFailed: true}
+	if res.State != store.JobStateDead {
+		res.State, res.NextRunAt = store.JobStateScheduled, fromMicros(runAt)
+	}
+	return nil
 }
 
 // ExtendLease implements store.Worker.

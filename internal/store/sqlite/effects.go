@@ -77,11 +77,36 @@ func (s *Store) effectUpdate(ctx context.Context, query string, args ...any) err
 	})
 }
 
-// CompleteEffect implements store.Effects.
-func (s *Store) CompleteEffect(ctx context.Context, p *store.CompleteEffectParams) error {
+// CompleteEffect implements store.Effects. The token stays on the completed
+// record, so a retried completion can be told from a stale one.
+func (s *Store) CompleteEffect(ctx context.Context, p *store.CompleteEffectParams) (*store.CompletedEffect, error) {
 	now := p.Now.UnixMicro()
-	return s.effectUpdate(ctx, `UPDATE effects SET state = 2, result = ?, completed_at = ?, expires_at = ? + ttl,
- token = NULL, lease_expires_at = NULL WHERE `+effectHeld, p.Result, now, now, p.Token[:], now)
+	var out *store.CompletedEffect
+	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var expiresAt int64
+		err := tx.QueryRowContext(ctx, `UPDATE effects SET state = 2, result = ?, completed_at = ?, expires_at = ? + ttl,
+ lease_expires_at = NULL WHERE `+effectHeld+` RETURNING expires_at`, p.Result, now, now, p.Token[:], now).Scan(&expiresAt)
+		if err == nil {
+			out = &store.CompletedEffect{Result: p.Result, CompletedAt: time.UnixMicro(now).UTC(), ExpiresAt: time.UnixMicro(expiresAt).UTC()}
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		var completedAt int64
+		out = &store.CompletedEffect{AlreadyCompleted: true}
+		err = tx.QueryRowContext(ctx, `SELECT result, completed_at, expires_at FROM effects
+ WHERE token = ? AND state = 2 AND expires_at > ?`, p.Token[:], now).Scan(&out.Result, &completedAt, &expiresAt)
+		if errors.Is(err, sql.ErrNoRows) {
+			return logicalError{store.ErrLeaseLost}
+		}
+		out.CompletedAt, out.ExpiresAt = time.UnixMicro(completedAt).UTC(), time.UnixMicro(expiresAt).UTC()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ReleaseEffect implements store.Effects.

@@ -185,10 +185,12 @@ func holdsLease(ctx context.Context, tx *sql.Tx, id store.JobID, token store.Lea
 }
 
 // Complete implements store.Worker. One conditional UPDATE per job both
-// checks the lease and finishes the job: a stale token matches no row.
-func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]error, error) {
+// checks the lease and finishes the job: a stale token matches no row. The
+// token stays on the completed row, so a retried Complete can be told from a
+// stale one.
+func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]store.CompleteResult, error) {
 	now := p.Now.UnixMicro()
-	errs := make([]error, len(p.Jobs))
+	out := make([]store.CompleteResult, len(p.Jobs))
 	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		st, err := s.stmts.get(ctx, tx, completeSQL)
 		if err != nil {
@@ -199,9 +201,12 @@ func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]error,
 			if err != nil {
 				return err
 			}
-			errs[i] = nil
+			out[i] = store.CompleteResult{}
 			if n, _ := r.RowsAffected(); n == 0 {
-				errs[i] = store.ErrLeaseLost
+				out[i], err = completedBefore(ctx, tx, j)
+				if err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -209,18 +214,37 @@ func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]error,
 	if err != nil {
 		return nil, err
 	}
-	return errs, nil
+	return out, nil
 }
 
-const completeSQL = `UPDATE jobs SET state = ?, finalized_at = ?, result = ?, lease_token = NULL, lease_expires_at = NULL
+const completeSQL = `UPDATE jobs SET state = ?, finalized_at = ?, result = ?, lease_expires_at = NULL
  WHERE id = ? AND state = ? AND lease_token = ? AND lease_expires_at > ?`
 
-// Fail implements store.Worker.
+// completedBefore judges a Complete that matched no reserved row: the token
+// that completed the job is a retry, any other is stale.
+func completedBefore(ctx context.Context, tx *sql.Tx, j store.CompletedJob) (store.CompleteResult, error) {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM jobs WHERE id = ? AND state = ? AND lease_token = ?`,
+		j.ID[:], int(store.JobStateCompleted), j.LeaseToken[:]).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.CompleteResult{Err: store.ErrLeaseLost}, nil
+	case err != nil:
+		return store.CompleteResult{}, err
+	}
+	return store.CompleteResult{AlreadyCompleted: true}, nil
+}
+
+// Fail implements store.Worker. The token stays on the failed row, so a
+// retried Fail can be told from a stale one.
 func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResult, error) {
 	now := p.Now.UnixMicro()
 	res := &store.FailResult{}
 	err := s.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := holdsLease(ctx, tx, p.ID, p.LeaseToken, now); err != nil {
+			if errors.Is(err, store.ErrLeaseLost) {
+				return failedBefore(ctx, tx, p, res)
+			}
 			return err
 		}
 		var attempts, maxAttempts int32
@@ -231,13 +255,13 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 		}
 		if p.Permanent || attempts >= maxAttempts {
 			*res = store.FailResult{State: store.JobStateDead}
-			_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, finalized_at = ?, last_error = ?, lease_token = NULL,
+			_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, finalized_at = ?, last_error = ?,
  lease_expires_at = NULL WHERE id = ?`, int(store.JobStateDead), now, p.Error, p.ID[:])
 			return err
 		}
 		runAt := max(p.RetryAt(queue, attempts).UnixMicro(), now)
 		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: time.UnixMicro(runAt).UTC()}
-		_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, run_at = ?, last_error = ?, lease_token = NULL,
+		_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, run_at = ?, last_error = ?,
  lease_expires_at = NULL, worker_id = NULL WHERE id = ?`, int(store.JobStateScheduled), runAt, p.Error, p.ID[:])
 		return err
 	})
@@ -245,6 +269,29 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 		return nil, err
 	}
 	return res, nil
+}
+
+// failedBefore judges a Fail whose token holds no lease: when that token's
+// Fail was committed (the job waits for its retry, or is dead, still under
+// this token) it is a retry and gets the job's state now; otherwise the
+// token is stale.
+func failedBefore(ctx context.Context, tx *sql.Tx, p *store.FailParams, res *store.FailResult) error {
+	var state int
+	var runAt int64
+	err := tx.QueryRowContext(ctx, `SELECT state, run_at FROM jobs WHERE id = ? AND lease_token = ? AND state IN (?, ?, ?)`,
+		p.ID[:], p.LeaseToken[:], int(store.JobStateScheduled), int(store.JobStateAvailable), int(store.JobStateDead)).
+		Scan(&state, &runAt)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return logicalError{store.ErrLeaseLost}
+	case err != nil:
+		return err
+	}
+	*res = store.FailResult{State: store.JobState(state), AlreadyFailed: true}
+	if res.State != store.JobStateDead {
+		res.State, res.NextRunAt = store.JobStateScheduled, time.UnixMicro(runAt).UTC()
+	}
+	return nil
 }
 
 // ExtendLease implements store.Worker.

@@ -178,6 +178,8 @@ type logicalError struct{ err error }
 
 func (e logicalError) Error() string { return e.err.Error() }
 
+func (e logicalError) Unwrap() error { return e.err }
+
 // translate is the one place SQLite errors are turned into errors a caller
 // can act on.
 func translate(err error) error {

@@ -28,7 +28,7 @@ func testEffectClaimCompleteReplay(t *testing.T, s store.Store) {
 	if b := claim(t, s, t0.Add(time.Second), "order-9:invoice"); b.State != store.EffectInProgress || !b.LeaseExpiresAt.Equal(t0.Add(lease)) {
 		t.Fatalf("claim while held: %+v", b)
 	}
-	if err := s.CompleteEffect(ctx, &store.CompleteEffectParams{Token: a.Token, Result: []byte("em_1"), Now: t0.Add(2 * time.Second)}); err != nil {
+	if _, err := s.CompleteEffect(ctx, &store.CompleteEffectParams{Token: a.Token, Result: []byte("em_1"), Now: t0.Add(2 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	c := claim(t, s, t0.Add(3*time.Second), "order-9:invoice")
@@ -43,7 +43,7 @@ func testEffectClaimCompleteReplay(t *testing.T, s store.Store) {
 	if d := claim(t, s, t0.Add(2*time.Second+time.Hour), "order-9:invoice"); d.State != store.EffectAcquired {
 		t.Fatalf("claim after the TTL: %+v", d)
 	}
-	if err := s.CompleteEffect(ctx, &store.CompleteEffectParams{Token: a.Token, Now: t0}); !errors.Is(err, store.ErrLeaseLost) {
+	if _, err := s.CompleteEffect(ctx, &store.CompleteEffectParams{Token: a.Token, Now: t0}); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("second CompleteEffect with a spent token: %v", err)
 	}
 }
@@ -70,13 +70,13 @@ func testEffectReleaseAndLeaseExpiry(t *testing.T, s store.Store) {
 	if c.State != store.EffectAcquired {
 		t.Fatalf("claim after the lease ended: %+v", c)
 	}
-	if err := s.CompleteEffect(ctx, &store.CompleteEffectParams{Token: b.Token, Now: t0.Add(51 * time.Second)}); !errors.Is(err, store.ErrLeaseLost) {
+	if _, err := s.CompleteEffect(ctx, &store.CompleteEffectParams{Token: b.Token, Now: t0.Add(51 * time.Second)}); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("CompleteEffect with the old token: %v", err)
 	}
 	if err := s.ReleaseEffect(ctx, &store.ReleaseEffectParams{Token: b.Token, Now: t0.Add(51 * time.Second)}); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("ReleaseEffect with the old token: %v", err)
 	}
-	if err := s.CompleteEffect(ctx, &store.CompleteEffectParams{Token: c.Token, Result: []byte("ok"), Now: t0.Add(52 * time.Second)}); err != nil {
+	if _, err := s.CompleteEffect(ctx, &store.CompleteEffectParams{Token: c.Token, Result: []byte("ok"), Now: t0.Add(52 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -114,7 +114,7 @@ func testEffectConcurrentClaims(t *testing.T, s store.Store) {
 func testEffectSweep(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	a := claim(t, s, t0, "k")
-	if err := s.CompleteEffect(ctx, &store.CompleteEffectParams{Token: a.Token, Now: t0}); err != nil {
+	if _, err := s.CompleteEffect(ctx, &store.CompleteEffectParams{Token: a.Token, Now: t0}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := s.Sweep(ctx, &store.SweepParams{Now: t0.Add(time.Hour), Limit: 10, CompletedRetention: day, DeadRetention: day})

@@ -105,8 +105,10 @@ func testLeaseFencing(t *testing.T, s store.Store) {
 	if j.State != store.JobStateCompleted || string(j.Result) != "ok" || !j.FinalizedAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("completed job: %+v", j)
 	}
-	if err := complete(s, r.Job.ID, r.LeaseToken, nil, t0); !errors.Is(err, store.ErrLeaseLost) {
-		t.Fatalf("second Complete: %v", err)
+	other := r.LeaseToken
+	other[0] ^= 1
+	if err := complete(s, r.Job.ID, other, nil, t0.Add(time.Second)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("Complete with another token: %v", err)
 	}
 	l, err := lookup(t, s, t0, "q", "k")
 	if err != nil || l.JobState != store.JobStateCompleted || string(l.Result) != "ok" {
@@ -271,7 +273,7 @@ func complete(s store.Store, id store.JobID, token store.LeaseToken, result []by
 	if err != nil {
 		return err
 	}
-	return errs[0]
+	return errs[0].Err
 }
 
 func testCompleteBatch(t *testing.T, s store.Store) {
@@ -284,7 +286,7 @@ func testCompleteBatch(t *testing.T, s store.Store) {
 		{ID: r[1].Job.ID, LeaseToken: stale},
 		{ID: r[2].Job.ID, LeaseToken: r[2].LeaseToken},
 	}})
-	if err != nil || errs[0] != nil || !errors.Is(errs[1], store.ErrLeaseLost) || errs[2] != nil {
+	if err != nil || errs[0].Err != nil || !errors.Is(errs[1].Err, store.ErrLeaseLost) || errs[2].Err != nil {
 		t.Fatalf("batch complete: %v %v", errs, err)
 	}
 	want := []store.JobState{store.JobStateCompleted, store.JobStateReserved, store.JobStateCompleted}
