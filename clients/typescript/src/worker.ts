@@ -284,15 +284,25 @@ export class Worker {
     }
 
     log.info("worker stopping: waiting for running jobs", { timeoutMs: this.opts.shutdownTimeoutMs });
-    const all = () => Promise.allSettled([...this.running]).then(() => true);
-    const finished = await Promise.race([all(), delay(this.opts.shutdownTimeoutMs).then(() => false)]);
+    const finished = await this.allDoneWithin(this.opts.shutdownTimeoutMs);
     if (!finished) {
       log.warn("shutdown timeout: aborting running jobs; their leases are no longer extended and they will be delivered again");
       this.cutShort.abort();
-      const returned = await Promise.race([all(), delay(AFTER_CANCEL_GRACE_MS).then(() => false)]);
+      const returned = await this.allDoneWithin(AFTER_CANCEL_GRACE_MS);
       if (!returned) log.warn("some handlers ignore their signal and are still running; returning without them");
     }
     log.info("worker stopped", { workerId: this.opts.workerId });
+  }
+
+  /** Whether every running job finished within `ms`; the timer never outlives the answer. */
+  private async allDoneWithin(ms: number): Promise<boolean> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), ms)));
+    try {
+      return await Promise.race([Promise.allSettled([...this.running]).then(() => true), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Runs one reserved job and reports its outcome. */
