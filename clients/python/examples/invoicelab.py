@@ -86,7 +86,8 @@ class Lab:
         m = Mailer()
         await self.reserve(queue)  # A's delivery
         a_task = asyncio.create_task(
-            effect.do(self.c, scope, "order-9.invoice", m.send(3 * LEASE), mode=mode, ttl=3600)
+            # A's mail takes five job leases: B's delivery comes while it runs.
+            effect.do(self.c, scope, "order-9.invoice", m.send(5 * LEASE), mode=mode, ttl=3600)
         )
         b_job = await self.reserve(queue)  # after A's job lease ended
         try:

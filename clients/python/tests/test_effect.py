@@ -93,12 +93,12 @@ async def test_lease_is_extended_while_fn_runs(client: SeppClient, queue: str) -
 
     async def slow() -> bytes:
         started.set()
-        await asyncio.sleep(1.0)  # over three leases of 0.3 s
+        await asyncio.sleep(3.0)  # three leases of 1 s
         return b"done"
 
-    task = asyncio.create_task(effect.do(client, queue, "slow", slow, lease=0.3))
+    task = asyncio.create_task(effect.do(client, queue, "slow", slow, lease=1.0))
     await started.wait()
-    await asyncio.sleep(0.5)  # past the first lease: only an extension keeps it
+    await asyncio.sleep(1.8)  # past the first lease: only an extension keeps it
     with pytest.raises(sepp.EffectInProgressError):
         await effect.do(client, queue, "slow", slow, mode="raise")
     assert (await task).value == b"done"

@@ -171,14 +171,14 @@ async def _state(c: SeppClient, job_id: str, state: JobState) -> bool:
 
 
 async def test_lease_is_extended_while_the_handler_runs(make_server) -> None:  # type: ignore[no-untyped-def]
-    srv = make_server('[[queues]]\nname = "q"\nlease_ms = 300\n')
+    srv = make_server('[[queues]]\nname = "q"\nlease_ms = 1000\n')
     async with SeppClient.connect(srv.url) as c:
         ack = await c.enqueue(EnqueueRequest("q", "slow"))
         worker = Worker(c, "q", wait=0.1)
 
         @worker.handler("slow")
         async def slow(job: DeliveredJob) -> None:
-            await asyncio.sleep(0.9)  # three leases
+            await asyncio.sleep(3.0)  # three leases
 
         async with worker:
             await wait_until("the slow job to complete", lambda: _state(c, ack.job_id, JobState.COMPLETED))

@@ -4,7 +4,7 @@
 
 MODE "hang": the handler prints "started <job id>" and never returns (the
 test kills the process with SIGKILL). MODE "slow": it prints "started <job
-id>", works for a second and returns b"finished" (the test sends SIGTERM
+id>", works for two seconds and returns b"finished" (the test sends SIGTERM
 meanwhile). The worker runs until SIGTERM or SIGINT with
 ``Worker.run_until_signal`` and prints "stopped" after its graceful shutdown.
 """
@@ -26,7 +26,7 @@ async def main(url: str, queue: str, mode: str) -> None:
             print(f"started {job.job_id}", flush=True)
             if mode == "hang":
                 await asyncio.sleep(3600)
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(2.0)
             return b"finished"
 
         await worker.run_until_signal()
