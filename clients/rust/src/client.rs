@@ -109,7 +109,6 @@ pub struct ClientBuilder {
     addr: String,
     token: Option<String>,
     cfg: Config,
-    http2: bool,
     #[cfg(any(feature = "rustls", feature = "native-tls"))]
     roots: Vec<Vec<u8>>,
     #[cfg(feature = "rustls")]
@@ -122,7 +121,6 @@ impl ClientBuilder {
             addr: addr.into(),
             token: None,
             cfg: Config::default(),
-            http2: false,
             #[cfg(any(feature = "rustls", feature = "native-tls"))]
             roots: Vec::new(),
             #[cfg(feature = "rustls")]
@@ -198,14 +196,6 @@ impl ClientBuilder {
         self
     }
 
-    /// Speaks HTTP/2 without TLS (h2c, "prior knowledge") instead of
-    /// HTTP/1.1 on `http://` addresses. Default off: HTTP/1.1 passes any
-    /// proxy. `https://` addresses negotiate HTTP/2 by ALPN either way.
-    pub fn http2_prior_knowledge(mut self, on: bool) -> Self {
-        self.http2 = on;
-        self
-    }
-
     /// Trusts this PEM certificate (a private CA) for `https://` addresses,
     /// besides the system's roots. Needs the `rustls` or `native-tls` feature.
     #[cfg(any(feature = "rustls", feature = "native-tls"))]
@@ -231,13 +221,11 @@ impl ClientBuilder {
                 self.addr
             )));
         }
+        #[allow(unused_mut)] // changed only with a TLS feature
         let mut http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .pool_idle_timeout(Duration::from_secs(60))
             .pool_max_idle_per_host(64);
-        if self.http2 {
-            http = http.http2_prior_knowledge();
-        }
         #[cfg(any(feature = "rustls", feature = "native-tls"))]
         for pem in &self.roots {
             let cert = reqwest::Certificate::from_pem(pem).map_err(|e| Error::Config(format!("TLS root certificate: {e}")))?;

@@ -43,7 +43,7 @@
 //!   checks.
 //!
 //! It speaks Connect JSON (`POST /sepp.v1.JobService/Enqueue`, ...) over
-//! HTTP/1.1 or h2c with `reqwest`, on Tokio. The wire types follow
+//! HTTP/1.1 with `reqwest`, on Tokio. The wire types follow
 //! `proto/sepp/v1/*.proto`, the one source of truth for the API.
 
 #![warn(missing_docs)]

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# CI for the Rust client (sepp-rs): installs what a fresh Debian machine
+# lacks, then runs `cargo test` (unit tests, integration tests against a real
+# `sepp serve`, doc tests; the examples, bench_enqueue included, are built
+# by `cargo test` too).
+#
+# Uses $SEPP_BIN when set; otherwise the tests build sepp with `go build`.
+# Reuses target/ when present, so a warm run only rebuilds what changed.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here"
+
+# The crates come from Debian's packages (no crate registry is reachable):
+# .cargo/config.toml points cargo at /usr/share/cargo/registry.
+debs=(librust-tokio-dev librust-reqwest-dev librust-serde-dev librust-serde-derive-dev
+      librust-serde-json-dev librust-base64-dev librust-bytes-dev librust-log-dev)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+
+cargo_bin=""
+if command -v cargo >/dev/null 2>&1; then
+  cargo_bin="$(command -v cargo)"
+elif [ -x "$HOME/.cargo/bin/cargo" ]; then
+  cargo_bin="$HOME/.cargo/bin/cargo"
+elif [ -x /root/.cargo/bin/cargo ]; then
+  cargo_bin=/root/.cargo/bin/cargo
+else
+  # Debian's own toolchain.
+  dpkg -s cargo >/dev/null 2>&1 || missing+=(cargo)
+  cargo_bin=/usr/bin/cargo
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "ci.sh: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+fi
+
+echo "ci.sh: $("$cargo_bin" --version), SEPP_BIN=${SEPP_BIN:-<unset: the tests build it>}"
+# Tests use a few servers each; the crash tests and the seed example (which
+# must use localhost:50051) are the slow ones.
+"$cargo_bin" test --locked
