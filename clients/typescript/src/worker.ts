@@ -164,7 +164,9 @@ export class Worker {
   private fallback: Handler | undefined;
   private readonly opts: Required<Omit<WorkerOptions, "leaseMs">> & { leaseMs: number };
   private readonly stopping = new AbortController();
-  private readonly cutShort = new AbortController();
+  /** Set at the shutdown timeout; the handlers still running are then aborted through `jobSignals`. */
+  private cutShort = false;
+  private readonly jobSignals = new Set<AbortController>();
   private readonly running = new Set<Promise<void>>();
   private readonly completer: Completer;
   private slotFreed: (() => void) | undefined;
@@ -287,7 +289,8 @@ export class Worker {
     const finished = await this.allDoneWithin(this.opts.shutdownTimeoutMs);
     if (!finished) {
       log.warn("shutdown timeout: aborting running jobs; their leases are no longer extended and they will be delivered again");
-      this.cutShort.abort();
+      this.cutShort = true;
+      for (const ac of this.jobSignals) ac.abort(new Error("worker shutdown timeout"));
       const returned = await this.allDoneWithin(AFTER_CANCEL_GRACE_MS);
       if (!returned) log.warn("some handlers ignore their signal and are still running; returning without them");
     }
@@ -309,8 +312,7 @@ export class Worker {
   private async runJob(r: Reservation): Promise<void> {
     const log = this.opts.logger;
     const ac = new AbortController();
-    const onCut = () => ac.abort(new Error("worker shutdown timeout"));
-    this.cutShort.signal.addEventListener("abort", onCut, { once: true });
+    this.jobSignals.add(ac);
     const job: WorkerJob = { ...r.job, attempt: r.attempt, leaseToken: r.leaseToken, signal: ac.signal };
     const attrs = { jobId: job.jobId, jobType: job.jobType, queue: job.queue, attempt: job.attempt };
 
@@ -343,9 +345,9 @@ export class Worker {
       error = err;
     } finally {
       clearInterval(timer);
-      this.cutShort.signal.removeEventListener("abort", onCut);
+      this.jobSignals.delete(ac);
     }
-    if (failed && this.cutShort.signal.aborted) {
+    if (failed && this.cutShort) {
       // Cut short by the shutdown timeout: report nothing, so the job is
       // delivered again once its lease ends, without spending an attempt on
       // a failure that was not the job's.
