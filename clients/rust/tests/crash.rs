@@ -88,11 +88,15 @@ async fn crash_while_producing(batching: bool) {
         assert_eq!(ids.len(), 1, "{key} has jobs {ids:?}");
         assert!(ids.contains(id), "{key}: acked {id}, stored {ids:?}");
     }
-    // And the dedup records agree (sampled: every 10th key).
-    for (key, id) in acks.iter().step_by(10) {
+    // And the dedup records agree. Their hits count the enqueues that were
+    // resent after their first attempt had been written.
+    let mut hits = 0;
+    for (key, id) in &acks {
         let l = client.lookup_idempotency_key(&q, key).await.unwrap();
         assert!(l.found && &l.job_id == id, "{key}: {l:?}");
+        hits += l.hits;
     }
+    println!("batching={batching}: {hits} enqueues were resent after their first attempt was written (dedup hits)");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -103,4 +107,46 @@ async fn sigkill_and_restart_under_load_with_batching() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_and_restart_under_load_without_batching() {
     crash_while_producing(false).await;
+}
+
+/// With the server down, a keyed enqueue keeps resending until it is back,
+/// and an unkeyed one fails at once: resending it could make a duplicate.
+async fn only_keyed_enqueues_are_resent(batching: bool) {
+    let mut server = Server::start();
+    let client = SeppClient::builder(server.url())
+        .batching(batching)
+        .enqueue_retries(100_000)
+        .retry_backoff_max(std::time::Duration::from_millis(50))
+        .connect()
+        .await
+        .unwrap();
+    let q = unique("resend");
+    tokio::task::block_in_place(|| server.kill9());
+    let keyed = {
+        let client = client.clone();
+        let q = q.clone();
+        tokio::spawn(async move { client.enqueue(EnqueueRequest::new(&q, "work").unwrap().with_idempotency_key("k-1")).await })
+    };
+    // A resending client would wait here until the server is back, which it
+    // is not until this call returns: the timeout turns that into a failure.
+    let unkeyed = tokio::time::timeout(std::time::Duration::from_secs(60), client.enqueue(EnqueueRequest::new(&q, "work").unwrap()))
+        .await
+        .expect("an unkeyed enqueue was resent");
+    assert!(matches!(unkeyed, Err(sepp_rs::Error::Transport(_))), "{unkeyed:?}");
+    tokio::task::block_in_place(|| server.restart());
+    let ack = keyed.await.unwrap().unwrap();
+    assert!(!ack.deduplicated);
+    assert_eq!(client.lookup_idempotency_key(&q, "k-1").await.unwrap().job_id, ack.job_id);
+    let page = client.list_jobs(&ListJobsRequest { queue: q, ..Default::default() }).await.unwrap();
+    assert_eq!(page.jobs.len(), 1, "only the keyed job was written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_keyed_enqueues_are_resent_with_batching() {
+    only_keyed_enqueues_are_resent(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_keyed_enqueues_are_resent_without_batching() {
+    only_keyed_enqueues_are_resent(false).await;
 }
