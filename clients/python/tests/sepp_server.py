@@ -9,6 +9,7 @@ The binary comes from ``SEPP_BIN``; when it is unset it is built once with
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -118,7 +119,8 @@ class SeppServer:
                 time.sleep(0.1)
 
     def stop(self) -> None:
-        """Stops the server gracefully (SIGTERM), or kills it."""
+        """Stops the server gracefully (SIGTERM), or kills it, and removes
+        its directory."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -127,3 +129,4 @@ class SeppServer:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        shutil.rmtree(self.dir, ignore_errors=True)
