@@ -14,7 +14,7 @@ repo="$(cd "$here/../.." && pwd)"
 PY=/usr/bin/python3   # Debian's packages are installed for this interpreter
 
 need=()
-for pkg in python3 python3-httpx python3-pytest python3-pytest-asyncio util-linux iproute2; do
+for pkg in python3 python3-httpx python3-pytest python3-pytest-asyncio util-linux iproute2 openssl; do
   if ! dpkg -s "$pkg" >/dev/null 2>&1; then
     need+=("$pkg")
   fi

@@ -419,6 +419,12 @@ class SeppClient:
             err = UnavailableError(f"cannot connect to {self.address}: {exc or type(exc).__name__}")
             err.unsent = True
             raise err from exc
+        except ssl.SSLError as exc:
+            # httpx 0.23 lets a failed TLS handshake (an unknown CA, a
+            # refused client certificate) escape unwrapped; nothing was sent.
+            err = UnavailableError(f"TLS handshake with {self.address} failed: {exc}")
+            err.unsent = True
+            raise err from exc
         except httpx.PoolTimeout as exc:
             err = UnavailableError(
                 f"no free connection to {self.address} in time (max_connections is too low for this load)"
