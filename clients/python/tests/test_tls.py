@@ -1,4 +1,4 @@
-"""TLS options of connect(): the server has no TLS of its own yet, so a TLS
+"""TLS and token options of connect(): the server has no TLS of its own yet, so a TLS
 terminator on loopback (like a load balancer in front of Sepp) forwards the
 bytes to the real server. Certificates come from a throwaway CA made with
 the openssl CLI."""
@@ -37,9 +37,11 @@ def certs() -> Dict[str, str]:
     return {k: os.path.join(d, k) for k in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")}
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tap: "list[bytes] | None" = None) -> None:
     try:
         while data := await reader.read(65536):
+            if tap is not None:
+                tap.append(data)
             writer.write(data)
             await writer.drain()
     except (ConnectionError, ssl.SSLError):
@@ -55,20 +57,23 @@ class _Terminator:
     def __init__(self) -> None:
         self.tasks: "set[asyncio.Task[object]]" = set()
         self.srv: "asyncio.AbstractServer | None" = None
+        #: The bytes clients sent, as forwarded.
+        self.sent: "list[bytes]" = []
 
-    async def start(self, target_port: int, ctx: ssl.SSLContext) -> str:
+    async def start(self, target_port: int, ctx: "ssl.SSLContext | None") -> str:
         async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
             task = asyncio.current_task()
             assert task is not None
             self.tasks.add(task)
             try:
                 ur, uw = await asyncio.open_connection("127.0.0.1", target_port)
-                await asyncio.gather(_pipe(r, uw), _pipe(ur, w))
+                await asyncio.gather(_pipe(r, uw, self.sent), _pipe(ur, w))
             finally:
                 self.tasks.discard(task)
 
         self.srv = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=ctx)
-        return f"https://127.0.0.1:{self.srv.sockets[0].getsockname()[1]}"
+        scheme = "https" if ctx is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.srv.sockets[0].getsockname()[1]}"
 
     async def close(self) -> None:
         assert self.srv is not None
@@ -114,3 +119,20 @@ async def test_mutual_tls_with_a_client_certificate(mtls_addr: str, certs: Dict[
     with pytest.raises(sepp.UnavailableError):
         async with SeppClient.connect(mtls_addr, verify=certs["ca.pem"]) as c:  # no client certificate
             await c.enqueue(EnqueueRequest(queue, "t"))
+
+
+async def test_bearer_token_goes_out_on_every_call(server: SeppServer, queue: str) -> None:
+    """The token is sent as Authorization: Bearer on every call (seen on the
+    wire by a plain forwarder in front of the real server, which does not
+    check tokens yet)."""
+    tap = _Terminator()
+    addr = await tap.start(server.port, None)
+    try:
+        async with SeppClient.connect(addr, token="s3cret-token") as c:
+            await c.enqueue(EnqueueRequest(queue, "t", idempotency_key="tok-1"))
+            await c.lookup_idempotency_key(queue, "tok-1")
+        wire = b"".join(tap.sent).lower()
+        assert wire.count(b"post /") == 3  # health, enqueue, lookup
+        assert wire.count(b"authorization: bearer s3cret-token") == 3
+    finally:
+        await tap.close()
