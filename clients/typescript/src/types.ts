@@ -63,18 +63,27 @@ export type JobState = "scheduled" | "available" | "reserved" | "completed" | "d
 export interface Job {
   /** The job id (time-sortable, unique across nodes). */
   jobId: string;
+  /** The queue it was enqueued to. */
   queue: string;
+  /** What kind of job it is. */
   jobType: string;
+  /** The payload, as enqueued. */
   payload: Uint8Array;
   /** The key it was enqueued with, if any. */
   idempotencyKey?: string;
+  /** Higher runs first. */
   priority: number;
+  /** Not before this time. */
   runAt?: Date;
+  /** Attempts before the job is dead-lettered. */
   maxAttempts: number;
   /** Deliveries so far. */
   attempts: number;
+  /** The headers it was enqueued with. */
   headers: Record<string, string>;
+  /** Where it is in its lifecycle. */
   state: JobState;
+  /** When it was enqueued. */
   createdAt?: Date;
   /** When the job reached completed, dead or cancelled. */
   finalizedAt?: Date;
@@ -88,8 +97,11 @@ export interface Job {
 export interface KeyLookup {
   /** False when no live record exists: never enqueued, expired, or released. */
   found: boolean;
+  /** The job the key names (empty when not found). */
   jobId: string;
+  /** When the key was first enqueued. */
   firstEnqueuedAt?: Date;
+  /** When the record stops being honoured. */
   expiresAt?: Date;
   /** Enqueues deduplicated against this record so far. */
   hits: bigint;
@@ -234,11 +246,13 @@ export interface ReserveRequest {
 
 /** One leased job. */
 export interface Reservation {
+  /** The job. */
   job: Job;
   /** Must accompany complete, fail and extendLease. */
   leaseToken: string;
   /** The deliveries of this job, this one included. */
   attempt: number;
+  /** When the lease ends unless extended. */
   leaseExpiresAt?: Date;
   /** The length of the lease granted, in ms. */
   leaseMs: number;
@@ -256,13 +270,17 @@ export interface FailOptions {
 export interface FailResult {
   /** `"scheduled"` (retried at `nextRunAt`) or `"dead"`. */
   state: JobState;
+  /** When the retry runs (scheduled only). */
   nextRunAt?: Date;
 }
 
 /** One job to complete in a completeBatch. */
 export interface Completion {
+  /** The job. */
   jobId: string;
+  /** The token that holds its lease. */
   leaseToken: string;
+  /** Stored as the job's result. */
   result?: BytesLike;
 }
 
@@ -282,40 +300,58 @@ export interface ClaimEffectRequest {
 
 /** The answer to claimEffect. */
 export interface EffectClaim {
+  /** Acquired (run the effect), completed (replay `result`) or in progress elsewhere. */
   state: EffectState;
   /** Holds the claim (`"acquired"`). */
   token: string;
   /** The stored result (`"completed"`). */
   result: Uint8Array;
+  /** When the claim ends unless extended. */
   leaseExpiresAt?: Date;
 }
 
 /** What the server knows of an effect key. */
 export interface EffectRecord {
+  /** Whether a record exists. */
   found: boolean;
+  /** Completed, or in progress (held by someone). */
   state?: EffectState;
+  /** The stored result, once completed. */
   result: Uint8Array;
+  /** When the effect completed. */
   completedAt?: Date;
+  /** When the completed record goes away. */
   expiresAt?: Date;
 }
 
 /** A queue with its counts, as listQueues returns it. */
 export interface QueueInfo {
+  /** The queue's name. */
   name: string;
+  /** Jobs waiting for their run-at or a retry. */
   scheduled: bigint;
+  /** Jobs ready to be reserved. */
   available: bigint;
+  /** Jobs leased to workers. */
   reserved: bigint;
+  /** Completed jobs not yet deleted by retention. */
   completed: bigint;
+  /** Dead-lettered jobs. */
   dead: bigint;
+  /** Cancelled jobs. */
   cancelled: bigint;
   /** Live dedup records (inside their window). */
   dedupRecords: bigint;
+  /** Delivery is paused (enqueues still work). */
   paused: boolean;
 }
 
 /** Selects dead jobs by queue, by id, or all of them. */
 export interface DeadJobs {
+  /** The dead jobs of this queue. */
   queue?: string;
+  /** These dead jobs. */
   jobIds?: string[];
+  /** Every dead job. */
   all?: boolean;
 }
