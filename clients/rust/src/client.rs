@@ -726,7 +726,9 @@ impl Inner {
                 "unauthenticated" => "UNAUTHENTICATED",
                 "permission_denied" => "PERMISSION_DENIED",
                 "internal" | "unknown" | "data_loss" => "INTERNAL",
-                _ => "",
+                // No Sepp reason (an RPC-layer error such as a JSON field the
+                // server does not know): the code, as a reason, in Other.
+                code => return Error::from_detail(ErrorDetail { reason: code.to_ascii_uppercase(), code: w.code.clone(), message: w.message, index: None, metadata }),
             }
             .to_string();
         }
