@@ -336,6 +336,27 @@ impl SeppClient {
     /// the same key (see [`ClientBuilder::enqueue_retries`]); the error is
     /// returned only when the retries run out.
     ///
+    /// A key the server would refuse never leaves the process. This client
+    /// points at a port where nothing listens, and still gets the key error:
+    ///
+    /// ```
+    /// use sepp_rs::client::SeppClient;
+    /// use sepp_rs::{EnqueueRequest, Error};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// let client = SeppClient::builder("http://127.0.0.1:9").build()?;
+    /// let request = EnqueueRequest::new("emails", "receipt")?.with_idempotency_key("é".repeat(129));
+    /// let err = client.enqueue(request).await.unwrap_err();
+    /// assert!(matches!(err, Error::IdempotencyKeyTooLong(_)));
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "sepp: IDEMPOTENCY_KEY_TOO_LONG: idempotency key is 258 bytes; the limit is 256 \
+    ///      (max_idempotency_key_bytes): use a shorter, stable id such as the entity or event id"
+    /// );
+    /// # Ok(()) }
+    /// ```
+    ///
     /// ```no_run
     /// # async fn demo(client: sepp_rs::client::SeppClient) -> Result<(), sepp_rs::Error> {
     /// use sepp_rs::EnqueueRequest;
