@@ -38,3 +38,7 @@ var ErrEffectNotFound = errors.New("effect not found")
 // ErrUnavailable: the database could not be reached or is restarting; the
 // operation's outcome is unknown, and a keyed retry is safe.
 var ErrUnavailable = errors.New("database unavailable")
+
+// ErrSchemaTooNew: the stored data was written by a newer sepp, whose
+// schema this binary does not know; Open refuses it.
+var ErrSchemaTooNew = errors.New("schema newer than this binary")

@@ -2,16 +2,15 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
 )
 
 func pgID(id store.JobID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
@@ -41,10 +40,9 @@ func scanJob(row pgx.Row) (*store.Job, error) {
 		k := string(key)
 		j.IdempotencyKey = &k
 	}
-	if len(headers) > 0 {
-		if err := json.Unmarshal(headers, &j.Headers); err != nil {
-			return nil, fmt.Errorf("postgres: job %x: corrupt headers: %w", j.ID, err)
-		}
+	var err error
+	if j.Headers, err = storerule.DecodeHeaders(headers); err != nil {
+		return nil, fmt.Errorf("postgres: job %x: %w", j.ID, err)
 	}
 	j.RunAt, j.CreatedAt = fromMicros(runAt), fromMicros(createdAt)
 	if finalizedAt != nil {
@@ -68,15 +66,13 @@ func scanJob(row pgx.Row) (*store.Job, error) {
 // the jobs whose key was live read the record; the new jobs are copied in.
 func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) ([]store.EnqueueResult, error) {
 	now := micros(p.Now)
-	jobs := make([]pgJob, len(p.Jobs))
-	for i := range p.Jobs {
-		if err := jobs[i].prepare(&p.Jobs[i], now); err != nil {
-			return nil, &store.JobError{Index: i, Err: err}
-		}
+	jobs, err := storerule.PrepareBatch(p.Jobs, now)
+	if err != nil {
+		return nil, err
 	}
 	results := make([]store.EnqueueResult, len(jobs))
 	start := time.Now()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		return enqueueInTx(ctx, tx, p.Atomic, now, jobs, results)
 	})
 	if err == nil && s.onCommit != nil {
@@ -92,48 +88,6 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 	return results, nil
 }
 
-// pgJob is an EnqueueJob with what needs no database computed.
-type pgJob struct {
-	j       *store.EnqueueJob
-	id      store.JobID
-	key     []byte // nil: unkeyed
-	fp      store.Fingerprint
-	expires int64
-	runAt   int64
-	state   store.JobState
-	headers []byte
-}
-
-func (pj *pgJob) prepare(j *store.EnqueueJob, now int64) error {
-	u, err := uuid.NewV7()
-	if err != nil {
-		return err
-	}
-	pj.j, pj.id = j, store.JobID(u)
-	pj.runAt = now
-	if !j.RunAt.IsZero() && micros(j.RunAt) > now {
-		pj.runAt = micros(j.RunAt)
-	}
-	pj.state = store.JobStateAvailable
-	if pj.runAt > now {
-		pj.state = store.JobStateScheduled
-	}
-	if j.IdempotencyKey != nil {
-		if j.DedupWindow <= 0 {
-			return fmt.Errorf("dedup window must be positive, got %v", j.DedupWindow)
-		}
-		pj.key = []byte(*j.IdempotencyKey)
-		pj.fp = store.NewFingerprint(j.JobType, j.Payload)
-		pj.expires = now + j.DedupWindow.Microseconds()
-	}
-	if len(j.Headers) > 0 {
-		if pj.headers, err = json.Marshal(j.Headers); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 const claimKeySQL = `INSERT INTO sepp_dedup (queue, key, job_id, first_enqueued_at, expires_at, fingerprint, hits)
  VALUES ($1, $2, $3, $4, $5, $6, 0)
  ON CONFLICT (queue, key) DO UPDATE SET job_id = EXCLUDED.job_id, first_enqueued_at = EXCLUDED.first_enqueued_at,
@@ -141,20 +95,23 @@ const claimKeySQL = `INSERT INTO sepp_dedup (queue, key, job_id, first_enqueued_
  WHERE sepp_dedup.expires_at <= $4
  RETURNING job_id`
 
-func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []pgJob, results []store.EnqueueResult) error {
+// enqueueInTx decides with the rules of storerule: the claim (round 1) is
+// where a record at or past its expiry counts as absent; a live record is
+// judged by storerule.Hit.
+func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []storerule.Job, results []store.EnqueueResult) error {
 	// Round 1: claim every key, in job order (a key twice in the batch:
 	// the second claim sees the first and returns no row).
 	claims := &pgx.Batch{}
 	for i := range jobs {
-		if pj := &jobs[i]; pj.key != nil {
-			claims.Queue(claimKeySQL, pj.j.Queue, pj.key, pgID(pj.id), now, pj.expires, pj.fp[:])
+		if pj := &jobs[i]; pj.Keyed {
+			claims.Queue(claimKeySQL, pj.Queue, []byte(pj.Key), pgID(pj.ID), now, now+pj.Window, pj.Fingerprint[:])
 		}
 	}
 	live := make([]bool, len(jobs)) // the key was live: a hit or a conflict
 	if claims.Len() > 0 {
 		br := tx.SendBatch(ctx, claims)
 		for i := range jobs {
-			if jobs[i].key == nil {
+			if !jobs[i].Keyed {
 				continue
 			}
 			var got pgtype.UUID
@@ -176,7 +133,7 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 	for i := range jobs {
 		if live[i] {
 			reads.Queue(`SELECT job_id, first_enqueued_at, expires_at, fingerprint FROM sepp_dedup
- WHERE queue = $1 AND key = $2 FOR UPDATE`, jobs[i].j.Queue, jobs[i].key)
+ WHERE queue = $1 AND key = $2 FOR UPDATE`, jobs[i].Queue, []byte(jobs[i].Key))
 		}
 	}
 	hits := &pgx.Batch{}
@@ -187,24 +144,23 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 				continue
 			}
 			var id pgtype.UUID
-			var first, expires int64
+			var rec storerule.Record
 			var stored []byte
-			if err := br.QueryRow().Scan(&id, &first, &expires, &stored); err != nil {
+			if err := br.QueryRow().Scan(&id, &rec.FirstEnqueuedAt, &rec.ExpiresAt, &stored); err != nil {
 				br.Close()
 				return err
 			}
-			mismatch := string(stored) != string(jobs[i].fp[:])
-			if mismatch && jobs[i].j.RejectMismatch {
-				if atomic {
-					br.Close()
-					return &store.JobError{Index: i, Err: store.ErrIdempotencyKeyConflict}
-				}
-				results[i] = store.EnqueueResult{Err: store.ErrIdempotencyKeyConflict}
-				continue
+			rec.JobID = id.Bytes
+			copy(rec.Fingerprint[:], stored)
+			r, err := storerule.Hit(&rec, &jobs[i])
+			if err != nil && atomic {
+				br.Close()
+				return &store.JobError{Index: i, Err: err}
 			}
-			results[i] = store.EnqueueResult{JobID: id.Bytes, Deduplicated: true, PayloadMismatch: mismatch,
-				OriginalEnqueuedAt: fromMicros(first), ExpiresAt: fromMicros(expires)}
-			hits.Queue(`UPDATE sepp_dedup SET hits = hits + 1 WHERE queue = $1 AND key = $2`, jobs[i].j.Queue, jobs[i].key)
+			results[i], results[i].Err = r, err
+			if err == nil {
+				hits.Queue(`UPDATE sepp_dedup SET hits = hits + 1 WHERE queue = $1 AND key = $2`, jobs[i].Queue, []byte(jobs[i].Key))
+			}
 		}
 		if err := br.Close(); err != nil {
 			return err
@@ -218,17 +174,14 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 			continue
 		}
 		pj := &jobs[i]
-		results[i] = store.EnqueueResult{JobID: pj.id}
-		if pj.key != nil {
-			results[i].OriginalEnqueuedAt, results[i].ExpiresAt = fromMicros(now), fromMicros(pj.expires)
+		results[i] = storerule.Created(pj, now)
+		var key []byte
+		if pj.Keyed {
+			key = []byte(pj.Key)
 		}
-		payload := pj.j.Payload
-		if payload == nil {
-			payload = []byte{}
-		}
-		rows = append(rows, []any{pgID(pj.id), pj.j.Queue, pj.j.JobType, payload, pj.key, pj.j.Priority, pj.runAt,
-			pj.j.MaxAttempts, pj.headers, int16(pj.state), now})
-		created[pj.j.Queue] = true
+		rows = append(rows, []any{pgID(pj.ID), pj.Queue, pj.JobType, pj.Payload, key, pj.Priority, pj.RunAt,
+			pj.MaxAttempts, pj.Headers, int16(pj.State), now})
+		created[pj.Queue] = true
 	}
 	if hits.Len() > 0 {
 		if err := tx.SendBatch(ctx, hits).Close(); err != nil {
@@ -366,20 +319,13 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 		}
 		res.Effects = int(t.RowsAffected())
 		budget := int64(p.Limit)
-		for _, c := range []struct {
-			state     store.JobState
-			retention int64
-		}{
-			{store.JobStateCompleted, p.CompletedRetention.Microseconds()},
-			{store.JobStateCancelled, p.CompletedRetention.Microseconds()},
-			{store.JobStateDead, p.DeadRetention.Microseconds()},
-		} {
+		for _, c := range storerule.Retentions(p) {
 			if budget == 0 {
 				break
 			}
 			t, err := tx.Exec(ctx, `DELETE FROM sepp_jobs WHERE id IN
  (SELECT id FROM sepp_jobs WHERE state = $1 AND finalized_at IS NOT NULL AND finalized_at <= $2
-  ORDER BY finalized_at LIMIT $3 FOR UPDATE SKIP LOCKED)`, int16(c.state), now-c.retention, budget)
+  ORDER BY finalized_at LIMIT $3 FOR UPDATE SKIP LOCKED)`, int16(c.State), c.Before, budget)
 			if err != nil {
 				return err
 			}

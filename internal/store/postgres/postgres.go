@@ -11,15 +11,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
 )
 
 //go:embed migrations/*.sql
@@ -89,42 +90,29 @@ func (s *Store) migrate(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS sepp_schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 			return fmt.Errorf("postgres: migrations: %w", err)
 		}
-		entries, err := migrationFS.ReadDir("migrations")
+		known, err := storerule.Migrations(migrationFS, "migrations")
 		if err != nil {
+			return fmt.Errorf("postgres: %w", err)
+		}
+		var applied int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM sepp_schema_migrations`).Scan(&applied); err != nil {
 			return err
 		}
-		names := make([]string, 0, len(entries))
-		for _, e := range entries {
-			names = append(names, e.Name())
+		pending, err := storerule.Pending(known, applied)
+		if err != nil {
+			return fmt.Errorf("postgres: %w", err)
 		}
-		sort.Strings(names)
-		var newest int
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM sepp_schema_migrations`).Scan(&newest); err != nil {
-			return err
-		}
-		known := 0
-		for _, name := range names {
-			var version int
-			if _, err := fmt.Sscanf(name, "%04d_", &version); err != nil {
-				return fmt.Errorf("postgres: migration file %q: name must start with a 4-digit version", name)
-			}
-			known = max(known, version)
-			if version <= newest {
-				continue
-			}
-			body, err := migrationFS.ReadFile("migrations/" + name)
+		for _, m := range pending {
+			body, err := migrationFS.ReadFile("migrations/" + m.Name)
 			if err != nil {
 				return err
 			}
 			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return fmt.Errorf("postgres: migration %s: %w", name, err)
+				return fmt.Errorf("postgres: migration %s: %w", m.Name, err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO sepp_schema_migrations (version) VALUES ($1)`, version); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO sepp_schema_migrations (version) VALUES ($1)`, m.Version); err != nil {
 				return err
 			}
-		}
-		if newest > known {
-			return fmt.Errorf("postgres: the database schema is version %d, newer than this binary knows (%d): upgrade sepp", newest, known)
 		}
 		return nil
 	})
@@ -136,8 +124,11 @@ func translate(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrClosed) {
 		return err
+	}
+	if errors.Is(err, puddle.ErrClosedPool) {
+		return store.ErrClosed
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {

@@ -18,10 +18,11 @@ import (
 
 var schemas atomic.Int64
 
-// open returns a store on a schema of its own in the database at
-// SEPP_TEST_POSTGRES_URL, dropped when the test ends. Without the variable
-// the test is skipped; CI sets it, and there an unreachable database fails.
-func open(t *testing.T) store.Store {
+// place creates a schema of its own in the database at
+// SEPP_TEST_POSTGRES_URL, dropped when the test ends, and returns the URL
+// that opens it. Without the variable the test is skipped; CI sets it, and
+// there an unreachable database fails.
+func place(t *testing.T) string {
 	t.Helper()
 	base := os.Getenv("SEPP_TEST_POSTGRES_URL")
 	if base == "" {
@@ -52,7 +53,19 @@ func open(t *testing.T) store.Store {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	s, err := postgres.Open(ctx, postgres.Options{URL: u.String(), MaxConns: 8})
+	return u.String()
+}
+
+func openAt(ctx context.Context, url string) (store.Store, error) {
+	return postgres.Open(ctx, postgres.Options{URL: url, MaxConns: 8})
+}
+
+// open returns a store on a fresh schema (see place).
+func open(t *testing.T) store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := openAt(ctx, place(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,4 +74,21 @@ func open(t *testing.T) store.Store {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, open)
+}
+
+func TestDurable(t *testing.T) {
+	storetest.RunDurable(t, storetest.Durable{
+		Place: place,
+		Open:  openAt,
+		SetSchemaVersion: func(t *testing.T, url string, version int) {
+			c, err := pgx.Connect(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close(context.Background())
+			if _, err := c.Exec(context.Background(), `INSERT INTO sepp_schema_migrations (version) VALUES ($1)`, version); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
 }

@@ -10,9 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
 )
-
-const leaseExpiredError = "lease expired"
 
 // expireLeases releases every lease that ended at or before now. Row locks
 // make concurrent sweeps on several nodes release each lease once.
@@ -22,7 +21,7 @@ func expireLeases(ctx context.Context, tx pgx.Tx, now int64) (int64, error) {
   finalized_at = CASE WHEN attempts >= max_attempts THEN $1 ELSE NULL END,
   last_error = CASE WHEN attempts >= max_attempts THEN $2 ELSE last_error END,
   run_at = $1, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
- WHERE state = 3 AND lease_expires_at <= $1`, now, leaseExpiredError)
+ WHERE state = 3 AND lease_expires_at <= $1`, now, storerule.LeaseExpiredError)
 	if err != nil {
 		return 0, err
 	}
@@ -79,13 +78,7 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 	}
 	// RETURNING gives no order: deliver best first.
 	slices.SortFunc(out, func(a, b store.ReservedJob) int {
-		switch {
-		case a.Job.Priority != b.Job.Priority:
-			return int(b.Job.Priority) - int(a.Job.Priority)
-		case !a.Job.RunAt.Equal(b.Job.RunAt):
-			return a.Job.RunAt.Compare(b.Job.RunAt)
-		}
-		return slices.Compare(a.Job.ID[:], b.Job.ID[:])
+		return storerule.DeliveryOrder(a.Job.Priority, micros(a.Job.RunAt), a.Job.ID, b.Job.Priority, micros(b.Job.RunAt), b.Job.ID)
 	})
 	return out, nil
 }
@@ -145,13 +138,13 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 		if err != nil {
 			return err
 		}
-		if p.Permanent || attempts >= maxAttempts {
+		state, runAt := storerule.AfterFail(p, queue, attempts, maxAttempts)
+		if state == store.JobStateDead {
 			*res = store.FailResult{State: store.JobStateDead}
 			_, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 5, finalized_at = $2, last_error = $3,
  lease_expires_at = NULL WHERE id = $1`, pgID(p.ID), now, p.Error)
 			return err
 		}
-		runAt := max(micros(p.RetryAt(queue, attempts)), now)
 		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: fromMicros(runAt)}
 		_, err = tx.Exec(ctx, `UPDATE sepp_jobs SET state = 1, run_at = $2, last_error = $3,
  lease_expires_at = NULL, worker_id = NULL WHERE id = $1`, pgID(p.ID), runAt, p.Error)

@@ -3,12 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
 )
 
 const jobColumns = `id, queue, job_type, payload, idempotency_key, priority, run_at, max_attempts, attempts,
@@ -25,8 +25,9 @@ func scanJob(row rowScanner) (*store.Job, error) {
 		lastError                sql.NullString
 		state                    int
 	)
-	if err := row.Scan(&id, &j.Queue, &j.JobType, &j.Payload, &key, &j.Priority, &runAt, &j.MaxAttempts,
-		&j.Attempts, &headers, &state, &createdAt, &finalizedAt, &result, &lastError); err != nil {
+	err := row.Scan(&id, &j.Queue, &j.JobType, &j.Payload, &key, &j.Priority, &runAt, &j.MaxAttempts,
+		&j.Attempts, &headers, &state, &createdAt, &finalizedAt, &result, &lastError)
+	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, store.ErrJobNotFound
 		}
@@ -37,10 +38,8 @@ func scanJob(row rowScanner) (*store.Job, error) {
 		k := string(key)
 		j.IdempotencyKey = &k
 	}
-	if len(headers) > 0 {
-		if err := json.Unmarshal(headers, &j.Headers); err != nil {
-			return nil, fmt.Errorf("sqlite: job %x: corrupt headers: %w", id, err)
-		}
+	if j.Headers, err = storerule.DecodeHeaders(headers); err != nil {
+		return nil, fmt.Errorf("sqlite: job %x: %w", id, err)
 	}
 	j.RunAt = time.UnixMicro(runAt).UTC()
 	j.CreatedAt = time.UnixMicro(createdAt).UTC()
@@ -182,20 +181,13 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 		}
 
 		budget := int64(p.Limit)
-		for _, c := range []struct {
-			state     store.JobState
-			retention time.Duration
-		}{
-			{store.JobStateCompleted, p.CompletedRetention},
-			{store.JobStateCancelled, p.CompletedRetention},
-			{store.JobStateDead, p.DeadRetention},
-		} {
+		for _, c := range storerule.Retentions(p) {
 			if budget == 0 {
 				break
 			}
 			r, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id IN
  (SELECT id FROM jobs WHERE state = ? AND finalized_at IS NOT NULL AND finalized_at <= ? ORDER BY finalized_at LIMIT ?)`,
-				int(c.state), now-c.retention.Microseconds(), budget)
+				int(c.State), c.Before, budget)
 			if err != nil {
 				return err
 			}

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +22,7 @@ import (
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
 
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
 )
 
 //go:embed migrations/*.sql
@@ -154,55 +154,50 @@ func (s *Store) Close() error {
 	return err
 }
 
+// migrate applies the migrations this binary carries that the database
+// lacks, each in a transaction of its own, and refuses a database whose
+// schema is newer than the binary (storerule.Pending).
 func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.write.ExecContext(ctx,
 		`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("sqlite: migrations: %w", err)
 	}
-	entries, err := migrationFS.ReadDir("migrations")
+	known, err := storerule.Migrations(migrationFS, "migrations")
 	if err != nil {
-		return err
+		return fmt.Errorf("sqlite: %w", err)
 	}
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		names = append(names, e.Name())
+	var applied int
+	if err := s.write.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&applied); err != nil {
+		return fmt.Errorf("sqlite: migrations: %w", err)
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		var version int
-		if _, err := fmt.Sscanf(name, "%04d_", &version); err != nil {
-			return fmt.Errorf("sqlite: migration file %q: name must start with a 4-digit version", name)
-		}
-		if err := s.applyMigration(ctx, version, name); err != nil {
+	pending, err := storerule.Pending(known, applied)
+	if err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	for _, m := range pending {
+		if err := s.applyMigration(ctx, m); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Store) applyMigration(ctx context.Context, version int, name string) error {
+func (s *Store) applyMigration(ctx context.Context, m storerule.Migration) error {
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", name, err)
+		return fmt.Errorf("sqlite: migration %s: %w", m.Name, err)
 	}
 	defer tx.Rollback()
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", name, err)
-	}
-	if n > 0 {
-		return nil
-	}
-	body, err := migrationFS.ReadFile("migrations/" + name)
+	body, err := migrationFS.ReadFile("migrations/" + m.Name)
 	if err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", name, err)
+		return fmt.Errorf("sqlite: migration %s: %w", m.Name, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`,
-		version, time.Now().UnixMicro()); err != nil {
-		return fmt.Errorf("sqlite: migration %s: %w", name, err)
+		m.Version, time.Now().UnixMicro()); err != nil {
+		return fmt.Errorf("sqlite: migration %s: %w", m.Name, err)
 	}
 	return tx.Commit()
 }

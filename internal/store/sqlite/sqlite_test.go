@@ -2,8 +2,10 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,32 +30,23 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestReopenKeepsData checks that what one Store committed is there for the next.
-func TestReopenKeepsData(t *testing.T) {
-	dir := t.TempDir()
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, sqlite.Options{Path: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := "k"
-	res, err := s.EnqueueBatch(ctx, &store.EnqueueBatchParams{Jobs: []store.EnqueueJob{{
-		Queue: "q", JobType: "t", IdempotencyKey: &k, DedupWindow: 3600e9, MaxAttempts: 1,
-	}}})
-	if err != nil || res[0].Err != nil {
-		t.Fatal(err, res)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = sqlite.Open(ctx, sqlite.Options{Path: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.GetJob(ctx, &store.GetJobParams{ID: res[0].JobID}); err != nil {
-		t.Fatalf("job lost across reopen: %v", err)
-	}
+func TestDurable(t *testing.T) {
+	storetest.RunDurable(t, storetest.Durable{
+		Place: func(t *testing.T) string { return t.TempDir() },
+		Open: func(ctx context.Context, dir string) (store.Store, error) {
+			return sqlite.Open(ctx, sqlite.Options{Path: dir})
+		},
+		SetSchemaVersion: func(t *testing.T, dir string, version int) {
+			db, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, sqlite.DatabaseFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, version); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
 }
 
 // benchmarkEnqueue measures the store alone: batches of size jobs with

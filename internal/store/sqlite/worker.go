@@ -1,8 +1,6 @@
 package sqlite
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
 )
 
 // The job states as SQL literals, for queries that must match the WHERE of a
@@ -23,12 +22,9 @@ var (
 	stateReserved  = strconv.Itoa(int(store.JobStateReserved))
 )
 
-// leaseExpiredError is the last_error of a job dead-lettered because its
-// last attempt's lease ran out.
-const leaseExpiredError = "lease expired"
-
 // expireLeases releases every lease that ended at or before now: the job is
-// deliverable again, or dead when that lease was its last attempt.
+// deliverable again, or dead when that lease was its last attempt (the SQL
+// form of storerule.AfterLeaseExpiry).
 func expireLeases(ctx context.Context, tx *sql.Tx, now int64) (int64, error) {
 	// The state is a literal, not a parameter: SQLite uses a partial index
 	// (jobs_leases, WHERE state = 3) only when the query's WHERE implies it.
@@ -38,7 +34,7 @@ func expireLeases(ctx context.Context, tx *sql.Tx, now int64) (int64, error) {
   last_error = CASE WHEN attempts >= max_attempts THEN ? ELSE last_error END,
   run_at = ?, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
  WHERE state = `+stateReserved+` AND lease_expires_at <= ?`,
-		int(store.JobStateDead), int(store.JobStateAvailable), now, leaseExpiredError, now, now)
+		int(store.JobStateDead), int(store.JobStateAvailable), now, storerule.LeaseExpiredError, now, now)
 	if err != nil {
 		return 0, err
 	}
@@ -148,13 +144,7 @@ func readyJobs(ctx context.Context, tx *sql.Tx, queues []string, max int, now in
 	}
 	if len(queues) > 1 {
 		slices.SortFunc(all, func(a, b cand) int {
-			if a.priority != b.priority {
-				return cmp.Compare(b.priority, a.priority)
-			}
-			if a.runAt != b.runAt {
-				return cmp.Compare(a.runAt, b.runAt)
-			}
-			return bytes.Compare(a.id[:], b.id[:])
+			return storerule.DeliveryOrder(a.priority, a.runAt, a.id, b.priority, b.runAt, b.id)
 		})
 	}
 	ids := make([]store.JobID, 0, min(len(all), max))
@@ -253,13 +243,13 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 			Scan(&queue, &attempts, &maxAttempts); err != nil {
 			return err
 		}
-		if p.Permanent || attempts >= maxAttempts {
+		state, runAt := storerule.AfterFail(p, queue, attempts, maxAttempts)
+		if state == store.JobStateDead {
 			*res = store.FailResult{State: store.JobStateDead}
 			_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, finalized_at = ?, last_error = ?,
  lease_expires_at = NULL WHERE id = ?`, int(store.JobStateDead), now, p.Error, p.ID[:])
 			return err
 		}
-		runAt := max(p.RetryAt(queue, attempts).UnixMicro(), now)
 		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: time.UnixMicro(runAt).UTC()}
 		_, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, run_at = ?, last_error = ?,
  lease_expires_at = NULL, worker_id = NULL WHERE id = ?`, int(store.JobStateScheduled), runAt, p.Error, p.ID[:])

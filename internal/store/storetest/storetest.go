@@ -20,7 +20,8 @@ import (
 	"github.com/sepp-dev/sepp/internal/store"
 )
 
-// Opener returns a fresh, empty store. The suite closes it.
+// Opener returns a fresh, empty store. The suite closes it, and may close
+// it twice: a second Close must return nil.
 type Opener func(t *testing.T) store.Store
 
 // t0 is the suite's clock origin; every test passes explicit times.
@@ -77,6 +78,7 @@ func Run(t *testing.T, open Opener) {
 		{"EffectReleaseAndLeaseExpiry", testEffectReleaseAndLeaseExpiry},
 		{"EffectConcurrentClaims", testEffectConcurrentClaims},
 		{"EffectSweep", testEffectSweep},
+		{"ClosedStoreRefusesCalls", testClosedStoreRefusesCalls},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

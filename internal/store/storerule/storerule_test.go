@@ -1,0 +1,297 @@
+package storerule
+
+import (
+	"errors"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func key(k string) *string { return &k }
+
+func TestPrepare(t *testing.T) {
+	now := t0.UnixMicro()
+	tests := []struct {
+		name      string
+		job       store.EnqueueJob
+		wantRunAt int64
+		wantState store.JobState
+		wantErr   bool
+	}{
+		{"no run-at runs now", store.EnqueueJob{}, now, store.JobStateAvailable, false},
+		{"a past run-at is clamped to now", store.EnqueueJob{RunAt: t0.Add(-time.Hour)}, now, store.JobStateAvailable, false},
+		{"run-at now is available", store.EnqueueJob{RunAt: t0}, now, store.JobStateAvailable, false},
+		{"a future run-at is scheduled", store.EnqueueJob{RunAt: t0.Add(time.Minute)}, t0.Add(time.Minute).UnixMicro(), store.JobStateScheduled, false},
+		{"a keyed job needs a window", store.EnqueueJob{IdempotencyKey: key("k")}, 0, 0, true},
+		{"a keyed job with a window", store.EnqueueJob{IdempotencyKey: key("k"), DedupWindow: time.Hour}, now, store.JobStateAvailable, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			j, err := Prepare(&tt.job, now)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if j.RunAt != tt.wantRunAt || j.State != tt.wantState {
+				t.Fatalf("run-at %d state %v, want %d %v", j.RunAt, j.State, tt.wantRunAt, tt.wantState)
+			}
+			if j.Payload == nil {
+				t.Fatal("nil payload: must be stored as empty bytes")
+			}
+		})
+	}
+}
+
+func TestPrepareKeyFingerprintHeaders(t *testing.T) {
+	j, err := Prepare(&store.EnqueueJob{Queue: "q", JobType: "t", Payload: []byte("p"), IdempotencyKey: key("a\x00b"),
+		DedupWindow: time.Second, Headers: map[string]string{"h": "v"}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !j.Keyed || j.Key != "a\x00b" || j.Window != 1e6 || j.Fingerprint != store.NewFingerprint("t", []byte("p")) {
+		t.Fatalf("keyed job: %+v", j)
+	}
+	h, err := DecodeHeaders(j.Headers)
+	if err != nil || h["h"] != "v" || len(h) != 1 {
+		t.Fatalf("headers round trip: %v %v", h, err)
+	}
+	other, _ := Prepare(&store.EnqueueJob{}, 0)
+	if other.ID == j.ID || other.Headers != nil || other.Keyed {
+		t.Fatalf("unkeyed job without headers: %+v", other)
+	}
+	if _, err := PrepareBatch([]store.EnqueueJob{{}, {IdempotencyKey: key("k")}}, 0); !isJobError(err, 1) {
+		t.Fatalf("PrepareBatch: %v, want a JobError at index 1", err)
+	}
+}
+
+func isJobError(err error, index int) bool {
+	var je *store.JobError
+	return errors.As(err, &je) && je.Index == index
+}
+
+// prepared returns keyed jobs on queue q, one per key; a key "k/x" gets
+// payload "x" instead of the default, for mismatches.
+func prepared(t *testing.T, reject bool, keys ...string) []Job {
+	t.Helper()
+	out := make([]Job, len(keys))
+	for i, k := range keys {
+		payload := "p"
+		if len(k) > 2 && k[len(k)-2] == '/' {
+			payload, k = k[len(k)-1:], k[:len(k)-2]
+		}
+		j, err := Prepare(&store.EnqueueJob{Queue: "q", JobType: "t", Payload: []byte(payload), IdempotencyKey: key(k),
+			DedupWindow: time.Hour, RejectMismatch: reject}, t0.UnixMicro())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = j
+	}
+	return out
+}
+
+func TestDecide(t *testing.T) {
+	now := t0.UnixMicro()
+	stored := func(expires int64) map[Key]*Entry {
+		return map[Key]*Entry{{"q", "k"}: {Stored: true, Record: Record{JobID: store.JobID{9}, FirstEnqueuedAt: now - 10,
+			ExpiresAt: expires, Fingerprint: store.NewFingerprint("t", []byte("p"))}}}
+	}
+	tests := []struct {
+		name     string
+		records  map[Key]*Entry
+		keys     []string
+		reject   bool
+		atomic   bool
+		wantErr  bool   // the call fails as a whole
+		want     string // per job: N new, H hit, M hit with mismatch, C conflict
+		wantNew  int
+		wantRepl int
+		wantHits int64 // on the stored record
+	}{
+		{"a new key creates", nil, []string{"k"}, false, false, false, "N", 1, 0, 0},
+		{"a live record is a hit", stored(now + 1), []string{"k"}, false, false, false, "H", 0, 0, 1},
+		{"an expired record is absent", stored(now), []string{"k"}, false, false, false, "N", 1, 1, 0},
+		{"a mismatch returns the original", stored(now + 1), []string{"k/x"}, false, false, false, "M", 0, 0, 1},
+		{"reject_mismatch: conflict", stored(now + 1), []string{"k/x"}, true, false, false, "C", 0, 0, 0},
+		{"reject_mismatch in an atomic batch fails it", stored(now + 1), []string{"a", "k/x"}, true, true, true, "", 0, 0, 0},
+		{"the same key twice: the second is a hit on the first", nil, []string{"k", "k"}, false, false, false, "NH", 1, 0, 0},
+		{"the same key twice after expiry", stored(now), []string{"k", "k"}, false, false, false, "NH", 1, 1, 0},
+		{"atomic with hits succeeds", stored(now + 1), []string{"a", "k"}, false, true, false, "NH", 1, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewGroup()
+			for k, e := range tt.records {
+				g.Records[k] = e
+			}
+			jobs := prepared(t, tt.reject, tt.keys...)
+			results := make([]store.EnqueueResult, len(jobs))
+			err := g.Decide(tt.atomic, now, jobs, results)
+			if tt.wantErr {
+				if !isJobError(err, 1) || len(g.New) != 0 || len(g.Created) != 0 {
+					t.Fatalf("err %v, %d new jobs, %d records: want a JobError at 1 and no trace", err, len(g.New), len(g.Created))
+				}
+				if e := g.Records[Key{"q", "k"}]; e != nil && e.Hits != 0 {
+					t.Fatal("a failed atomic call counted a hit")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for i, r := range results {
+				switch {
+				case r.Err != nil:
+					got += "C"
+				case r.Deduplicated && r.PayloadMismatch:
+					got += "M"
+				case r.Deduplicated:
+					got += "H"
+				case r.JobID == jobs[i].ID:
+					got += "N"
+				}
+			}
+			if got != tt.want || len(g.New) != tt.wantNew || len(g.Replaced) != tt.wantRepl {
+				t.Fatalf("got %q, %d new, %d replaced; want %q, %d, %d", got, len(g.New), len(g.Replaced), tt.want, tt.wantNew, tt.wantRepl)
+			}
+			if tt.records != nil {
+				if e := g.Records[Key{"q", "k"}]; !e.Created && e.Hits != tt.wantHits {
+					t.Fatalf("stored record: %d hits, want %d", e.Hits, tt.wantHits)
+				}
+			}
+			if tt.keys[0] == tt.keys[1%len(tt.keys)] && len(tt.keys) == 2 && results[1].JobID != results[0].JobID {
+				t.Fatal("the hit must return the first job's id")
+			}
+		})
+	}
+}
+
+// TestDecideAcrossCalls: calls of one group see each other, and a failed
+// atomic call leaves nothing for the next one to hit.
+func TestDecideAcrossCalls(t *testing.T) {
+	now := t0.UnixMicro()
+	g := NewGroup()
+	first := prepared(t, true, "k")
+	if err := g.Decide(false, now, first, make([]store.EnqueueResult, 1)); err != nil {
+		t.Fatal(err)
+	}
+	failed := prepared(t, true, "fresh", "k/x")
+	if err := g.Decide(true, now, failed, make([]store.EnqueueResult, 2)); !isJobError(err, 1) {
+		t.Fatalf("atomic call: %v", err)
+	}
+	later := prepared(t, true, "fresh", "k")
+	res := make([]store.EnqueueResult, 2)
+	if err := g.Decide(false, now, later, res); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Deduplicated || !res[1].Deduplicated || res[1].JobID != first[0].ID {
+		t.Fatalf("results %+v", res)
+	}
+	if len(g.New) != 2 || len(g.Created) != 2 || g.Records[Key{"q", "k"}].Hits != 1 {
+		t.Fatalf("group: %d new, %d created, hits %d", len(g.New), len(g.Created), g.Records[Key{"q", "k"}].Hits)
+	}
+}
+
+func TestPending(t *testing.T) {
+	fsys := fstest.MapFS{
+		"m/0001_init.sql":   {},
+		"m/0002_leases.sql": {},
+		"m/0003_more.sql":   {},
+	}
+	known, err := Migrations(fsys, "m")
+	if err != nil || len(known) != 3 || known[2].Version != 3 {
+		t.Fatalf("Migrations: %v %v", known, err)
+	}
+	tests := []struct {
+		applied int
+		want    int // pending count; -1: refused
+	}{{0, 3}, {1, 2}, {3, 0}, {4, -1}}
+	for _, tt := range tests {
+		got, err := Pending(known, tt.applied)
+		switch {
+		case tt.want < 0 && !errors.Is(err, store.ErrSchemaTooNew):
+			t.Errorf("applied %d: %v, want ErrSchemaTooNew", tt.applied, err)
+		case tt.want >= 0 && (err != nil || len(got) != tt.want):
+			t.Errorf("applied %d: %d pending, %v; want %d", tt.applied, len(got), err, tt.want)
+		}
+	}
+	for _, bad := range []fstest.MapFS{{"m/init.sql": {}}, {"m/0001_a.sql": {}, "m/0001_b.sql": {}}} {
+		if _, err := Migrations(bad, "m"); err == nil {
+			t.Errorf("Migrations accepted %v", bad)
+		}
+	}
+}
+
+func TestLifecycleRules(t *testing.T) {
+	if s, e := AfterLeaseExpiry(1, 3); s != store.JobStateAvailable || e != "" {
+		t.Errorf("lease expiry with attempts left: %v %q", s, e)
+	}
+	if s, e := AfterLeaseExpiry(3, 3); s != store.JobStateDead || e != LeaseExpiredError {
+		t.Errorf("lease expiry on the last attempt: %v %q", s, e)
+	}
+	if !LeaseEnded(10, 10) || LeaseEnded(11, 10) {
+		t.Error("a lease holds until, not through, its expiry")
+	}
+	retry := func(at time.Time) func(string, int32) time.Time { return func(string, int32) time.Time { return at } }
+	fails := []struct {
+		name      string
+		p         store.FailParams
+		attempts  int32
+		wantState store.JobState
+		wantRunAt int64
+	}{
+		{"attempts left", store.FailParams{RetryAt: retry(t0.Add(time.Second)), Now: t0}, 1, store.JobStateScheduled, t0.Add(time.Second).UnixMicro()},
+		{"retry in the past runs now", store.FailParams{RetryAt: retry(t0.Add(-time.Second)), Now: t0}, 1, store.JobStateScheduled, t0.UnixMicro()},
+		{"permanent", store.FailParams{Permanent: true, RetryAt: retry(t0), Now: t0}, 1, store.JobStateDead, t0.UnixMicro()},
+		{"out of attempts", store.FailParams{RetryAt: retry(t0), Now: t0}, 3, store.JobStateDead, t0.UnixMicro()},
+	}
+	for _, f := range fails {
+		if s, r := AfterFail(&f.p, "q", f.attempts, 3); s != f.wantState || r != f.wantRunAt {
+			t.Errorf("%s: %v %d, want %v %d", f.name, s, r, f.wantState, f.wantRunAt)
+		}
+	}
+	if VisibleState(store.JobStateScheduled, 5, 5) != store.JobStateAvailable || VisibleState(store.JobStateScheduled, 6, 5) != store.JobStateScheduled {
+		t.Error("a scheduled job is visible as available once its run-at has come")
+	}
+	r := Retentions(&store.SweepParams{Now: t0, CompletedRetention: time.Hour, DeadRetention: 2 * time.Hour})
+	if len(r) != 3 || r[0].Before != t0.Add(-time.Hour).UnixMicro() || r[2].State != store.JobStateDead ||
+		r[2].Before != t0.Add(-2*time.Hour).UnixMicro() {
+		t.Errorf("retentions %+v", r)
+	}
+	if DeliveryOrder(1, 9, store.JobID{9}, 0, 0, store.JobID{0}) >= 0 || DeliveryOrder(0, 1, store.JobID{9}, 0, 2, store.JobID{0}) >= 0 ||
+		DeliveryOrder(0, 1, store.JobID{1}, 0, 1, store.JobID{2}) >= 0 {
+		t.Error("delivery order: priority desc, then run-at, then id")
+	}
+}
+
+func TestJudgeClaim(t *testing.T) {
+	tok := store.LeaseToken{1}
+	tests := []struct {
+		name      string
+		rec       *EffectRecord
+		wantTaken bool
+		wantState store.EffectState
+	}{
+		{"no record", nil, false, 0},
+		{"completed and live", &EffectRecord{State: store.EffectCompleted, ExpiresAt: 11}, true, store.EffectCompleted},
+		{"completed and expired", &EffectRecord{State: store.EffectCompleted, ExpiresAt: 10}, false, 0},
+		{"held", &EffectRecord{State: store.EffectInProgress, Token: tok, LeaseExpiresAt: 11}, true, store.EffectInProgress},
+		{"a lease that ended", &EffectRecord{State: store.EffectInProgress, Token: tok, LeaseExpiresAt: 10}, false, 0},
+	}
+	for _, tt := range tests {
+		c, taken := JudgeClaim(tt.rec, 10)
+		if taken != tt.wantTaken || c.State != tt.wantState {
+			t.Errorf("%s: %v %v", tt.name, c.State, taken)
+		}
+	}
+	held := &EffectRecord{State: store.EffectInProgress, Token: tok, LeaseExpiresAt: 11}
+	if !held.Held(tok, 10) || held.Held(store.LeaseToken{2}, 10) || held.Held(tok, 11) {
+		t.Error("Held")
+	}
+}

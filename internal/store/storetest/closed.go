@@ -1,0 +1,90 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// testClosedStoreRefusesCalls checks the promise of Store.Close: every call
+// after it fails with ErrClosed, reads and writes alike.
+func testClosedStoreRefusesCalls(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	res := enqueueOne(t, s, t0, job("q", "k"))
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"EnqueueBatch", func() error {
+			_, err := s.EnqueueBatch(ctx, &store.EnqueueBatchParams{Jobs: []store.EnqueueJob{job("q", "k2")}, Now: t0})
+			return err
+		}},
+		{"GetJob", func() error { _, err := s.GetJob(ctx, &store.GetJobParams{ID: res.JobID}); return err }},
+		{"CancelJob", func() error { _, err := s.CancelJob(ctx, &store.CancelJobParams{ID: res.JobID, Now: t0}); return err }},
+		{"LookupDedup", func() error {
+			_, err := s.LookupDedup(ctx, &store.LookupDedupParams{Queue: "q", Key: "k", Now: t0})
+			return err
+		}},
+		{"ReleaseDedup", func() error {
+			_, err := s.ReleaseDedup(ctx, &store.ReleaseDedupParams{Queue: "q", Key: "k", Now: t0})
+			return err
+		}},
+		{"Sweep", func() error {
+			_, err := s.Sweep(ctx, &store.SweepParams{Now: t0, Limit: 10, CompletedRetention: day, DeadRetention: day})
+			return err
+		}},
+		{"Reserve", func() error {
+			_, err := s.Reserve(ctx, &store.ReserveParams{Queues: []string{"q"}, WorkerID: "w", Max: 1, Lease: day, Now: t0})
+			return err
+		}},
+		{"Complete", func() error {
+			_, err := s.Complete(ctx, &store.CompleteParams{Jobs: []store.CompletedJob{{ID: res.JobID}}, Now: t0})
+			return err
+		}},
+		{"Fail", func() error {
+			_, err := s.Fail(ctx, &store.FailParams{ID: res.JobID, Error: "x", RetryAt: at(t0), Now: t0})
+			return err
+		}},
+		{"ExtendLease", func() error {
+			_, err := s.ExtendLease(ctx, &store.ExtendLeaseParams{ID: res.JobID, Lease: day, Now: t0})
+			return err
+		}},
+		{"ListQueues", func() error { _, err := s.ListQueues(ctx, &store.ListQueuesParams{Now: t0}); return err }},
+		{"ListJobs", func() error { _, err := s.ListJobs(ctx, &store.ListJobsParams{Limit: 10, Now: t0}); return err }},
+		{"RequeueDead", func() error { _, err := s.RequeueDead(ctx, &store.DeadJobsParams{Now: t0}); return err }},
+		{"PurgeDead", func() error { _, err := s.PurgeDead(ctx, &store.DeadJobsParams{Now: t0}); return err }},
+		{"SetQueuePaused", func() error {
+			return s.SetQueuePaused(ctx, &store.SetQueuePausedParams{Queue: "q", Paused: true})
+		}},
+		{"ClaimEffect", func() error {
+			_, err := s.ClaimEffect(ctx, &store.ClaimEffectParams{Scope: "s", Key: "k", TTL: day, Lease: day, Now: t0})
+			return err
+		}},
+		{"CompleteEffect", func() error {
+			_, err := s.CompleteEffect(ctx, &store.CompleteEffectParams{Now: t0})
+			return err
+		}},
+		{"ReleaseEffect", func() error { return s.ReleaseEffect(ctx, &store.ReleaseEffectParams{Now: t0}) }},
+		{"ExtendEffectLease", func() error {
+			_, err := s.ExtendEffectLease(ctx, &store.ExtendEffectLeaseParams{Lease: day, Now: t0})
+			return err
+		}},
+		{"GetEffect", func() error {
+			_, err := s.GetEffect(ctx, &store.GetEffectParams{Scope: "s", Key: "k", Now: t0})
+			return err
+		}},
+	}
+	for _, c := range calls {
+		if err := c.call(); !errors.Is(err, store.ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", c.name, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("a second Close: %v, want nil", err)
+	}
+}
