@@ -142,8 +142,10 @@ impl ClientBuilder {
         self
     }
 
-    /// How many times a keyed enqueue (or a batch whose jobs all have keys)
-    /// is resent after a transport error or `UNAVAILABLE`, with backoff from
+    /// How many times a keyed enqueue (or a batch whose jobs all have keys,
+    /// or a Complete, Fail or CompleteEffect, which the server recognises when
+    /// repeated with the same token) is resent after a transport error or
+    /// `UNAVAILABLE`, with backoff from
     /// 25 ms doubling up to [`retry_backoff_max`](Self::retry_backoff_max).
     /// Unkeyed enqueues are never resent: a resend could create a duplicate.
     /// Default 8 (about 5 s of retrying, enough for a server restart); 0 turns
@@ -526,6 +528,67 @@ impl SeppClient {
         Ok(JobPage { jobs: r.jobs.into_iter().map(Into::into).collect(), next_page_token: r.next_page_token })
     }
 
+    /// Leases up to `max_jobs` jobs from the queues, waiting up to `wait`
+    /// for one. This is the raw WorkerService call: there is no worker
+    /// runtime in this crate (no background lease extension, no handler
+    /// registry); a program that reserves must complete, fail or extend each
+    /// job itself before its lease ends.
+    pub async fn reserve(&self, request: &ReserveRequest) -> Result<Vec<Reservation>> {
+        let body = wire::WireReserveRequest {
+            queues: &request.queues,
+            worker_id: &request.worker_id,
+            max_jobs: request.max_jobs,
+            lease_ms: request.lease.map_or(0, ms),
+            wait_ms: ms(request.wait),
+        };
+        let r: wire::WireReserveResponse = self
+            .inner
+            .unary_timeout("sepp.v1.WorkerService/Reserve", &body, self.inner.cfg.timeout + request.wait)
+            .await?;
+        Ok(r.jobs.into_iter().map(Into::into).collect())
+    }
+
+    /// Finishes a reserved job, with an optional result, and reports whether
+    /// this token had already completed it (a resent call whose first answer
+    /// was lost: nothing changed). Any other token that no longer holds the
+    /// lease is [`Error::LeaseLost`] and changes nothing.
+    ///
+    /// A transport error leaves the outcome unknown; the call is resent with
+    /// the same token (up to [`ClientBuilder::enqueue_retries`] times), which
+    /// the server answers as a repeat if the first one was committed.
+    pub async fn complete(&self, job_id: &str, lease_token: &str, result: &[u8]) -> Result<bool> {
+        let req = wire::WireCompleteRequest { job_id, lease_token, result };
+        let r: wire::WireCompleteResponse = self.inner.resend(|| self.inner.unary("sepp.v1.WorkerService/Complete", &req)).await?;
+        Ok(r.already_completed)
+    }
+
+    /// Records a failed attempt: the job is retried (by the queue's backoff
+    /// or `retry_after`) or, out of attempts or `permanent`, dead-lettered.
+    ///
+    /// Resent after transport errors like [`complete`](Self::complete); a
+    /// repeat reports `already_failed`.
+    pub async fn fail(&self, request: &FailRequest) -> Result<FailOutcome> {
+        let req = wire::WireFailRequest {
+            job_id: &request.job_id,
+            lease_token: &request.lease_token,
+            error: &request.error,
+            retry_after_ms: request.retry_after.map(ms),
+            permanent: request.permanent,
+        };
+        let r: wire::WireFailResponse = self.inner.resend(|| self.inner.unary("sepp.v1.WorkerService/Fail", &req)).await?;
+        Ok(r.into())
+    }
+
+    /// Keeps a job's lease alive for another `lease` from now, and returns
+    /// when it now ends.
+    pub async fn extend_lease(&self, job_id: &str, lease_token: &str, lease: Duration) -> Result<Option<SystemTime>> {
+        let r: wire::WireLeaseExpiry = self
+            .inner
+            .unary("sepp.v1.WorkerService/ExtendLease", &wire::WireExtendLeaseRequest { job_id, lease_token, lease_ms: ms(lease) })
+            .await?;
+        Ok(r.lease_expires_at)
+    }
+
     /// Claims an effect key. Most programs use [`effect`](Self::effect),
     /// which claims, extends, completes and releases for them.
     pub async fn claim_effect(&self, request: &ClaimEffectRequest) -> Result<EffectClaim> {
@@ -545,14 +608,18 @@ impl SeppClient {
         Ok(r.into())
     }
 
-    /// Stores the effect's result under the claim's token; a later claim of
-    /// the key replays it. A token that lost its lease is [`Error::LeaseLost`].
-    pub async fn complete_effect(&self, token: &str, result: &[u8]) -> Result<()> {
-        let _: wire::WireIgnored = self
-            .inner
-            .unary("sepp.v1.EffectService/CompleteEffect", &wire::WireCompleteEffectRequest { token, result })
-            .await?;
-        Ok(())
+    /// Stores the effect's result under the claim's token and returns what
+    /// the server stored; a later claim of the key replays it. A token that
+    /// lost its lease is [`Error::LeaseLost`].
+    ///
+    /// Resent after transport errors (up to
+    /// [`ClientBuilder::enqueue_retries`] times): the server answers a repeat
+    /// with the same token with the stored result and `already_completed`.
+    pub async fn complete_effect(&self, token: &str, result: &[u8]) -> Result<EffectCompletion> {
+        let req = wire::WireCompleteEffectRequest { token, result };
+        let r: wire::WireCompleteEffectResponse =
+            self.inner.resend(|| self.inner.unary("sepp.v1.EffectService/CompleteEffect", &req)).await?;
+        Ok(r.into())
     }
 
     /// Gives a claim up after a failed effect, so a retry can run it.
@@ -627,6 +694,26 @@ impl Inner {
                     attempt += 1;
                 }
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Runs `call` again after retryable errors, with the enqueue backoff:
+    /// for calls whose repeat the server recognises (Complete, Fail,
+    /// CompleteEffect with the same token).
+    async fn resend<T, F, Fut>(&self, call: F) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut attempt = 0;
+        loop {
+            match call().await {
+                Err(e) if e.is_retryable() && attempt < self.cfg.enqueue_retries => {
+                    tokio::time::sleep(self.backoff(attempt)).await;
+                    attempt += 1;
+                }
+                r => return r,
             }
         }
     }

@@ -241,7 +241,12 @@ impl Effect {
                 Err(e)
             }
             Ok(v) => match c.complete_effect(&token, &v).await {
-                Ok(()) => Ok(EffectOutcome { value: v, replayed: false, unprotected: false }),
+                // A resent call that finds its first one committed gets what
+                // that one stored (the same bytes, in practice).
+                Ok(stored) => {
+                    let value = if stored.already_completed { stored.result } else { v };
+                    Ok(EffectOutcome { value, replayed: false, unprotected: false })
+                }
                 Err(mut e) => {
                     if let Some(d) = e.detail_mut() {
                         d.message = format!("effect {}/{} ran, but its result could not be recorded (a later claim may run it again): {}", self.scope, self.key, d.message);

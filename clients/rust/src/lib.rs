@@ -30,7 +30,8 @@
 //! - [`client::SeppClient`]: enqueue (every field), batch enqueue, atomic or
 //!   not, with per-item results, get and cancel a job, look up and release an
 //!   idempotency key, list queues and jobs; bearer tokens and TLS through
-//!   [`client::ClientBuilder`].
+//!   [`client::ClientBuilder`]. The raw worker calls (reserve, complete,
+//!   fail, extend a lease) are there too, but no worker runtime.
 //! - Keyed enqueues resent with the same key after transport errors, and
 //!   concurrent enqueues coalesced into `EnqueueBatch` RPCs (natural
 //!   batching), as the Go client does.
@@ -61,6 +62,6 @@ mod wire;
 pub use error::{Error, ErrorDetail, Result, TransportError};
 pub use request::{BatchResult, EnqueueAck, EnqueueRequest, DEFAULT_MAX_IDEMPOTENCY_KEY_BYTES, MAX_NAME_BYTES};
 pub use types::{
-    ClaimEffectRequest, EffectClaim, EffectRecord, EffectState, Job, JobPage, JobState, KeyLookup, KeyRelease, ListJobsRequest,
-    QueueInfo,
+    ClaimEffectRequest, EffectClaim, EffectCompletion, EffectRecord, EffectState, FailOutcome, FailRequest, Job, JobPage, JobState, KeyLookup,
+    KeyRelease, ListJobsRequest, QueueInfo, Reservation, ReserveRequest,
 };

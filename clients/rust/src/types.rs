@@ -245,3 +245,75 @@ pub struct EffectRecord {
     /// When the completed record expires.
     pub expires_at: Option<SystemTime>,
 }
+
+/// A lease request: what [`SeppClient::reserve`](crate::client::SeppClient::reserve)
+/// asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReserveRequest {
+    /// The queues to take jobs from (at least one).
+    pub queues: Vec<String>,
+    /// Names this worker in the server's logs.
+    pub worker_id: String,
+    /// At most this many jobs (0: 1; at most 1000).
+    pub max_jobs: i32,
+    /// The lease length. `None`: the queue's `lease_ms`.
+    pub lease: Option<Duration>,
+    /// How long to wait for a job when none is available (at most 5 min).
+    pub wait: Duration,
+}
+
+/// One job leased to this worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    /// The job.
+    pub job: Job,
+    /// Holds the lease: complete, fail or extend with it.
+    pub lease_token: String,
+    /// This delivery's number, from 1.
+    pub attempt: i32,
+    /// When the lease ends unless extended.
+    pub lease_expires_at: Option<SystemTime>,
+    /// The lease granted, to extend by as much.
+    pub lease: Duration,
+}
+
+/// A failed attempt, for [`SeppClient::fail`](crate::client::SeppClient::fail).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailRequest {
+    /// The job.
+    pub job_id: String,
+    /// The lease token from [`Reservation::lease_token`].
+    pub lease_token: String,
+    /// What went wrong; kept as the job's `last_error`.
+    pub error: String,
+    /// Retry after this long instead of the queue's backoff.
+    pub retry_after: Option<Duration>,
+    /// Dead-letter the job now, whatever attempts are left.
+    pub permanent: bool,
+}
+
+/// What became of a failed job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailOutcome {
+    /// [`JobState::Scheduled`] (it will be retried) or [`JobState::Dead`].
+    pub state: JobState,
+    /// When it runs again, if scheduled.
+    pub next_run_at: Option<SystemTime>,
+    /// True when this token had already failed the job (a resent call whose
+    /// first answer was lost): nothing changed, and `state` is the job's
+    /// state now.
+    pub already_failed: bool,
+}
+
+/// The answer to [`SeppClient::complete_effect`](crate::client::SeppClient::complete_effect):
+/// what the server stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectCompletion {
+    /// The stored result: this call's, or on a repeat what the first call stored.
+    pub result: Vec<u8>,
+    /// When the effect completed.
+    pub completed_at: Option<SystemTime>,
+    /// True when this token had already completed the effect (a resent call
+    /// whose first answer was lost): nothing changed.
+    pub already_completed: bool,
+}

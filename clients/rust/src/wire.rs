@@ -141,7 +141,118 @@ pub(crate) struct ScopeKeyRequest<'a> {
     pub key: &'a str,
 }
 
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WireReserveRequest<'a> {
+    pub queues: &'a [String],
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub worker_id: &'a str,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub max_jobs: i32,
+    #[serde(serialize_with = "ser_i64")]
+    pub lease_ms: i64,
+    #[serde(serialize_with = "ser_i64")]
+    pub wait_ms: i64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WireCompleteRequest<'a> {
+    pub job_id: &'a str,
+    pub lease_token: &'a str,
+    #[serde(skip_serializing_if = "<[u8]>::is_empty", serialize_with = "ser_b64")]
+    pub result: &'a [u8],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WireFailRequest<'a> {
+    pub job_id: &'a str,
+    pub lease_token: &'a str,
+    pub error: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_opt_i64")]
+    pub retry_after_ms: Option<i64>,
+    pub permanent: bool,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WireExtendLeaseRequest<'a> {
+    pub job_id: &'a str,
+    pub lease_token: &'a str,
+    #[serde(serialize_with = "ser_i64")]
+    pub lease_ms: i64,
+}
+
 // ---- responses ----
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct WireReserveResponse {
+    pub jobs: Vec<WireReservedJob>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct WireReservedJob {
+    job: Option<WireJob>,
+    lease_token: String,
+    attempt: i32,
+    #[serde(deserialize_with = "de_time")]
+    lease_expires_at: Option<SystemTime>,
+    #[serde(deserialize_with = "de_i64")]
+    lease_ms: i64,
+}
+
+impl From<WireReservedJob> for Reservation {
+    fn from(w: WireReservedJob) -> Self {
+        Reservation {
+            job: w.job.unwrap_or_default().into(),
+            lease_token: w.lease_token,
+            attempt: w.attempt,
+            lease_expires_at: w.lease_expires_at,
+            lease: std::time::Duration::from_millis(w.lease_ms.max(0) as u64),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct WireFailResponse {
+    #[serde(deserialize_with = "de_enum")]
+    state: String,
+    #[serde(deserialize_with = "de_time")]
+    next_run_at: Option<SystemTime>,
+    already_failed: bool,
+}
+
+impl From<WireFailResponse> for FailOutcome {
+    fn from(w: WireFailResponse) -> Self {
+        FailOutcome { state: JobState::from_proto(&w.state), next_run_at: w.next_run_at, already_failed: w.already_failed }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct WireCompleteResponse {
+    pub already_completed: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct WireCompleteEffectResponse {
+    #[serde(deserialize_with = "de_b64")]
+    result: Vec<u8>,
+    #[serde(deserialize_with = "de_time")]
+    completed_at: Option<SystemTime>,
+    already_completed: bool,
+}
+
+impl From<WireCompleteEffectResponse> for EffectCompletion {
+    fn from(w: WireCompleteEffectResponse) -> Self {
+        EffectCompletion { result: w.result, completed_at: w.completed_at, already_completed: w.already_completed }
+    }
+}
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
@@ -433,6 +544,13 @@ fn ser_b64<S: Serializer>(v: &&[u8], s: S) -> Result<S::Ok, S::Error> {
 
 fn ser_i64<S: Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&v.to_string())
+}
+
+fn ser_opt_i64<S: Serializer>(v: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.serialize_str(&v.to_string()),
+        None => s.serialize_none(),
+    }
 }
 
 /// Decodes base64 as protojson writes it (standard, padded) or as other

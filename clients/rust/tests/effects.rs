@@ -219,7 +219,12 @@ async fn low_level_claims_and_a_lost_lease() {
     assert!(matches!(client.complete_effect(&first.token, b"x").await, Err(Error::LeaseLost(_))));
     assert!(matches!(client.extend_effect_lease(&first.token, Duration::from_secs(1)).await, Err(Error::LeaseLost(_))));
     assert!(client.extend_effect_lease(&second.token, Duration::from_secs(30)).await.unwrap().is_some());
-    client.complete_effect(&second.token, b"r").await.unwrap();
+    let stored = client.complete_effect(&second.token, b"r").await.unwrap();
+    assert_eq!((stored.result.as_slice(), stored.already_completed), (&b"r"[..], false));
+    assert!(stored.completed_at.is_some());
+    // A resend of the same completion is recognised: nothing changes.
+    let again = client.complete_effect(&second.token, b"other").await.unwrap();
+    assert_eq!((again.result.as_slice(), again.already_completed), (&b"r"[..], true));
     let done = client.claim_effect(&ClaimEffectRequest::new(&scope, "k")).await.unwrap();
     assert_eq!((done.state, done.result.as_slice()), (EffectState::Completed, &b"r"[..]));
     // A released claim can be acquired again.

@@ -46,6 +46,20 @@ fn feature_examples_run() {
     let out = run_example("connect_options", &server, &[]);
     assert!(out.contains("created=50 deduplicated=50"), "{out}");
 
+    // The lab's figures, as the Go lab (examples/invoicelab) prints them.
+    let out = run_example("invoicelab", &server, &[]);
+    for line in [
+        "plain handler                                 deliveries=2  mails sent=2",
+        "handler under an effect key = job id          deliveries=2  mails sent=1",
+        "in_flight='wait'     {'A': 'em_1', 'B': 'em_1'}   mails sent=1",
+        "in_flight='raise'    {'A': 'em_1', 'B': 'in progress, requeue'}   mails sent=1",
+        "key = job id: two jobs for order-9            -> mails sent=2",
+        "key = 'order-9:invoice': the same two jobs    -> mails sent=1",
+        "key = 'order-9.invoice': the same two jobs    -> mails sent=1",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in\n{out}");
+    }
+
     let out = run_example("bench_enqueue", &server, &["--addr", &server.url(), "-n", "2000", "-c", "8"]);
     let line: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!((line["client"].as_str(), line["n"].as_u64(), line["c"].as_u64()), (Some("rust"), Some(2000), Some(8)));
