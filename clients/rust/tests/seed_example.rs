@@ -3,6 +3,10 @@
 //! localhost:50051 (the address the example names): the first run prints
 //! `enqueued <id>`, the second `already enqueued earlier as <same id>`, and
 //! the job is the one another client (the Go CLI) sees for the same key.
+//!
+//! Where `unshare -n` works, the scenario runs in a network namespace of its
+//! own, so the host's port 50051 is neither needed nor taken; elsewhere it
+//! takes the host's port in turn (a lock file) with other test programs.
 
 mod common;
 
@@ -49,10 +53,49 @@ fn json_field(json: &str, field: &str) -> String {
     }
 }
 
+/// Set in the copy of this test that runs inside its own network namespace.
+const IN_NETNS: &str = "SEPP_RS_SEED_IN_NETNS";
+
 #[test]
 fn seed_example_runs_as_written() {
+    if std::env::var_os(IN_NETNS).is_some() {
+        // A loopback of our own: port 50051 is free, whoever else runs.
+        let up = Command::new("ip").args(["link", "set", "lo", "up"]).status().unwrap();
+        assert!(up.success(), "ip link set lo up");
+        return seed_scenario();
+    }
+    if netns_available() {
+        // Run this very test again inside a new network namespace, so the
+        // example gets localhost:50051 without taking the host's port.
+        let out = Command::new("unshare")
+            .arg("-n")
+            .arg(std::env::current_exe().unwrap())
+            .args(["seed_example_runs_as_written", "--exact", "--nocapture", "--test-threads=1"])
+            .env(IN_NETNS, "1")
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        print!("{text}");
+        assert!(out.status.success(), "the seed scenario failed in its network namespace:\n{text}");
+        assert!(text.contains("1 passed"), "{text}");
+        return;
+    }
+    // No namespaces here: take the host's port 50051, in turn with the other
+    // test programs that need it.
     let _lock = PortLock::acquire(SEED_PORT);
+    seed_scenario();
+}
 
+/// Whether `unshare -n` works here (it needs CAP_SYS_ADMIN, e.g. root
+/// outside a restricted container). `SEPP_RS_NO_NETNS=1` says no.
+fn netns_available() -> bool {
+    if std::env::var_os("SEPP_RS_NO_NETNS").is_some() {
+        return false;
+    }
+    Command::new("unshare").args(["-n", "ip", "link", "set", "lo", "up"]).output().map(|o| o.status.success()).unwrap_or(false)
+}
+
+fn seed_scenario() {
     // Rust first, twice; then the Go CLI sends the same key.
     {
         let server = seed_server();
@@ -74,6 +117,8 @@ fn seed_example_runs_as_written() {
         let cli = server.cli(&["enqueue", "--queue", "emails", "--type", "receipt", "--key", "receipt-order-8a3f", "--json"]);
         let id = json_field(&cli, "jobId");
         assert_eq!(json_field(&cli, "deduplicated"), "false");
-        assert_eq!(run_example(), format!("already enqueued earlier as {id}"));
+        let run = run_example();
+        assert_eq!(run, format!("already enqueued earlier as {id}"));
+        println!("after the Go CLI: {run}");
     }
 }
