@@ -11,6 +11,7 @@ import {
   Worker,
   PermanentError,
   EffectInProgressError,
+  LeaseLostError,
   Reason,
   retryAfter,
   bytesToText,
@@ -204,4 +205,26 @@ test("after the shutdown timeout a running job is left for redelivery, unreporte
   await running;
   const job = await client.getJob(ack.jobId);
   assert.deepEqual([job.state, job.attempts, job.lastError], ["reserved", 1, ""]);
+});
+
+test("a lost lease aborts the handler's signal", async () => {
+  const client = await SeppClient.connect(server.addr);
+  const ack = await client.enqueue({ queue: "shortlease", jobType: "lost" });
+  let started = false;
+  let reason: unknown;
+  const worker = new Worker(client, { queues: ["shortlease"], waitMs: 200, logger: quiet });
+  worker.handle("lost", async (job) => {
+    started = true;
+    await new Promise<void>((res) => job.signal.addEventListener("abort", () => res()));
+    reason = job.signal.reason;
+    throw reason;
+  });
+  const running = worker.run();
+  await waitFor("the job to start", () => started);
+  await client.cancelJob(ack.jobId); // the token no longer holds the lease
+  await waitFor("the handler to be aborted", () => reason !== undefined);
+  await worker.stop();
+  await running;
+  assert.ok(reason instanceof LeaseLostError, String(reason));
+  assert.equal((await client.getJob(ack.jobId)).state, "cancelled");
 });
