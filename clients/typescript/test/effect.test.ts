@@ -111,12 +111,12 @@ test("the claim's lease is extended while fn outlives it", async () => {
   let runs = 0;
   const slow = client.effect.do("mail.test", "slow-1", async (signal) => {
     runs++;
-    await new Promise((r) => setTimeout(r, 900)); // three leases
+    await new Promise((r) => setTimeout(r, 2500)); // two and a half leases
     assert.equal(signal.aborted, false);
     return "slow";
-  }, { leaseMs: 300 });
-  // Another holder in raise mode finds it in progress the whole time.
-  await new Promise((r) => setTimeout(r, 600));
+  }, { leaseMs: 1000 });
+  // Past the first lease, another holder in raise mode still finds it in progress.
+  await new Promise((r) => setTimeout(r, 1500));
   await assert.rejects(client.effect.do("mail.test", "slow-1", async () => "other", { mode: "raise" }), (err: unknown) => {
     return err instanceof Error && (err as { reason?: string }).reason === "EFFECT_IN_PROGRESS";
   });

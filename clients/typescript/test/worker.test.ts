@@ -30,7 +30,7 @@ backoff_initial_ms = 3600000
 
 [[queues]]
 name = "shortlease"
-lease_ms = 300
+lease_ms = 1000
 
 [[queues]]
 name = "killed"
@@ -122,7 +122,7 @@ test("the lease is extended while a handler outlives it", async () => {
   const ack = await client.enqueue({ queue: "shortlease", jobType: "slow" });
   const worker = new Worker(client, { queues: ["shortlease"], waitMs: 200, logger: quiet });
   worker.handle("slow", async (job) => {
-    await new Promise((r) => setTimeout(r, 1000)); // three leases
+    await new Promise((r) => setTimeout(r, 2500)); // two and a half leases
     assert.equal(job.signal.aborted, false);
   });
   const running = worker.run();
