@@ -167,7 +167,11 @@ export interface BatchOptions extends CallOptions {
  * Builds the default transport for an address. Each entry point (`sepp` for
  * Node, `sepp/browser`) registers its own.
  */
-export type TransportFactory = (baseUrl: string, options: ConnectOptions, interceptors: Interceptor[]) => Transport;
+export type TransportFactory = (
+  baseUrl: string,
+  options: ConnectOptions,
+  interceptors: Interceptor[],
+) => Transport | { transport: Transport; close(): void };
 
 let defaultTransportFactory: TransportFactory | undefined;
 
@@ -278,10 +282,20 @@ export class SeppClient {
   private readonly cfg: ResolvedConfig;
   private readonly batcher: Batcher | undefined;
   private readonly transport: Transport;
+  private readonly closeTransport: (() => void) | undefined;
+  private closed = false;
 
-  private constructor(address: string, transport: Transport, cfg: ResolvedConfig) {
+  private constructor(address: string, inner: Transport, cfg: ResolvedConfig, close?: () => void) {
     this.address = address;
+    const closedError = () =>
+      new UnavailableError(Reason.Unavailable, `the client of ${address} is closed`);
+    // Every call goes through here, so none is sent after close().
+    const transport: Transport = {
+      unary: (...a) => (this.closed ? Promise.reject(closedError()) : inner.unary(...a)),
+      stream: (...a) => (this.closed ? Promise.reject(closedError()) : inner.stream(...a)),
+    };
     this.transport = transport;
+    this.closeTransport = close;
     this.cfg = cfg;
     this.jobs = createClient(JobService, transport);
     this.workers = createClient(WorkerService, transport);
@@ -304,6 +318,7 @@ export class SeppClient {
     const fixed: Record<string, string> = { ...(options.headers ?? {}) };
     if (options.token !== undefined) fixed["authorization"] = `Bearer ${options.token}`;
     let transport: Transport;
+    let close: (() => void) | undefined;
     if (options.transport) {
       transport = Object.keys(fixed).length > 0 ? withHeaders(options.transport, fixed) : options.transport;
     } else {
@@ -318,11 +333,35 @@ export class SeppClient {
       if (!defaultTransportFactory) {
         throw new InvalidFieldError(Reason.InvalidField, "no default transport is registered: import from \"sepp\" (Node) or \"sepp/browser\", or pass options.transport");
       }
-      transport = defaultTransportFactory(baseUrl, options, interceptors);
+      const made = defaultTransportFactory(baseUrl, options, interceptors);
+      if ("transport" in made) {
+        transport = made.transport;
+        close = () => made.close();
+      } else {
+        transport = made;
+      }
     }
-    const client = new SeppClient(baseUrl, transport, resolveConfig(options));
-    if (options.healthCheck ?? true) await client.checkHealth();
+    const client = new SeppClient(baseUrl, transport, resolveConfig(options), close);
+    if (options.healthCheck ?? true) {
+      try {
+        await client.checkHealth();
+      } catch (err) {
+        client.close();
+        throw err;
+      }
+    }
     return client;
+  }
+
+  /**
+   * Closes the client: later calls fail with an {@link UnavailableError} and
+   * are not retried, and the HTTP/2 connection (Node, gRPC) is closed, so
+   * calls in flight fail too. A process may also just exit: the connection
+   * never keeps it alive. A transport of your own is yours to close.
+   */
+  close(): void {
+    this.closed = true;
+    this.closeTransport?.();
   }
 
   /**
@@ -735,7 +774,7 @@ export class SeppClient {
   /** Whether to resend after `err` (only a keyed request), after waiting the backoff. @internal */
   async shouldRetry(keyed: boolean, err: SeppError, attempt: number, signal?: AbortSignal): Promise<boolean> {
     const r = this.cfg.retries;
-    if (!keyed || !isRetryable(err) || attempt >= r.maxRetries) return false;
+    if (this.closed || !keyed || !isRetryable(err) || attempt >= r.maxRetries) return false;
     const base = Math.min(r.maxDelayMs, r.initialDelayMs * 2 ** Math.min(attempt, 20));
     await sleep(base / 2 + Math.random() * (base / 2), signal);
     return !signal?.aborted;

@@ -16,7 +16,7 @@
  *
  * @packageDocumentation
  */
-import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { setDefaultTransportFactory, type ConnectOptions, type TransportFactory } from "./client.js";
 import type { Interceptor, Transport } from "@connectrpc/connect";
 
@@ -31,7 +31,11 @@ const MAX_MESSAGE_BYTES = 64 << 20;
  * @param options - the connect options (protocol, tls).
  * @param interceptors - run on every call.
  */
-export const nodeTransportFactory: TransportFactory = (baseUrl: string, options: ConnectOptions, interceptors: Interceptor[]): Transport => {
+export const nodeTransportFactory: TransportFactory = (
+  baseUrl: string,
+  options: ConnectOptions,
+  interceptors: Interceptor[],
+): Transport | { transport: Transport; close(): void } => {
   const tls = options.tls;
   const nodeOptions = tls
     ? { ca: tls.ca, cert: tls.cert, key: tls.key, rejectUnauthorized: tls.rejectUnauthorized, servername: tls.servername }
@@ -54,15 +58,12 @@ export const nodeTransportFactory: TransportFactory = (baseUrl: string, options:
       return createConnectTransport({ ...http1, useBinaryFormat: false });
     case "grpc-web":
       return createGrpcWebTransport({ ...http1, useBinaryFormat: true });
-    default:
-      return createGrpcTransport({
-        ...common,
-        useBinaryFormat: true,
-        // Notice a dead connection between calls rather than on the next one.
-        pingIntervalMs: 10_000,
-        pingTimeoutMs: 5_000,
-        nodeOptions,
-      });
+    default: {
+      // Notice a dead connection between calls rather than on the next one.
+      const sessionManager = new Http2SessionManager(baseUrl, { pingIntervalMs: 10_000, pingTimeoutMs: 5_000 }, nodeOptions);
+      const transport = createGrpcTransport({ ...common, useBinaryFormat: true, sessionManager });
+      return { transport, close: () => sessionManager.abort() };
+    }
   }
 };
 

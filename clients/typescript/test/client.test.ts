@@ -257,3 +257,10 @@ test("connect fails with an UnavailableError when nothing listens", async () => 
   await assert.rejects(SeppClient.connect(addr), (err: unknown) => err instanceof SeppError && err.reason === "UNAVAILABLE");
   await assert.rejects(SeppClient.connect("ftp://x"), InvalidFieldError);
 });
+
+test("close() ends the connection; calls after it fail", async () => {
+  const client = await SeppClient.connect(server.addr);
+  await client.enqueue({ queue: "q", jobType: "t" });
+  client.close();
+  await assert.rejects(client.enqueue({ queue: "q", jobType: "t" }), (err: unknown) => err instanceof SeppError);
+});
