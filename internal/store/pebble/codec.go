@@ -1,0 +1,238 @@
+package pebble
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
+)
+
+var errCorrupt = errors.New("pebble: corrupt record")
+
+// record is a job as stored: the job and its lease.
+type record struct {
+	store.Job
+	Headers      []byte // JSON, as storerule.Prepare encodes it
+	LeaseToken   store.LeaseToken
+	HasToken     bool
+	LeaseExpires int64 // 0: no live lease
+	WorkerID     string
+	RunAt        int64
+	CreatedAt    int64
+	FinalizedAt  int64 // 0: not finalized
+}
+
+// encoder appends fields; decoder reads them back in the same order.
+type encoder struct{ b []byte }
+
+func (e *encoder) bytes(v []byte) {
+	e.b = binary.AppendUvarint(e.b, uint64(len(v)))
+	e.b = append(e.b, v...)
+}
+func (e *encoder) str(v string) {
+	e.b = binary.AppendUvarint(e.b, uint64(len(v)))
+	e.b = append(e.b, v...)
+}
+func (e *encoder) int(v int64) { e.b = binary.AppendVarint(e.b, v) }
+
+// optBytes writes nil and empty apart.
+func (e *encoder) optBytes(v []byte) {
+	if v == nil {
+		e.b = append(e.b, 0)
+		return
+	}
+	e.b = append(e.b, 1)
+	e.bytes(v)
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail() { d.err = errCorrupt; d.b = nil }
+
+func (d *decoder) int() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	n, w := binary.Uvarint(d.b)
+	if w <= 0 || uint64(len(d.b)-w) < n {
+		d.fail()
+		return nil
+	}
+	v := append([]byte{}, d.b[w:w+int(n)]...)
+	d.b = d.b[w+int(n):]
+	return v
+}
+
+func (d *decoder) str() string { return string(d.bytes()) }
+
+func (d *decoder) optBytes() []byte {
+	if len(d.b) == 0 {
+		d.fail()
+		return nil
+	}
+	flag := d.b[0]
+	d.b = d.b[1:]
+	if flag == 0 {
+		return nil
+	}
+	return d.bytes()
+}
+
+func (d *decoder) fixed(dst []byte) {
+	if len(d.b) < len(dst) {
+		d.fail()
+		return
+	}
+	copy(dst, d.b)
+	d.b = d.b[len(dst):]
+}
+
+func encodeJob(r *record) []byte {
+	e := encoder{b: make([]byte, 0, 64+len(r.Payload)+len(r.Headers)+len(r.Result))}
+	e.str(r.Queue)
+	e.str(r.JobType)
+	e.bytes(r.Payload)
+	if r.IdempotencyKey != nil {
+		e.optBytes([]byte(*r.IdempotencyKey))
+	} else {
+		e.optBytes(nil)
+	}
+	e.int(int64(r.Priority))
+	e.int(r.RunAt)
+	e.int(int64(r.MaxAttempts))
+	e.int(int64(r.Attempts))
+	e.optBytes(r.Headers)
+	e.int(int64(r.State))
+	e.int(r.CreatedAt)
+	e.int(r.FinalizedAt)
+	e.optBytes(r.Result)
+	e.str(r.LastError)
+	if r.HasToken {
+		e.b = append(e.b, 1)
+		e.b = append(e.b, r.LeaseToken[:]...)
+	} else {
+		e.b = append(e.b, 0)
+	}
+	e.int(r.LeaseExpires)
+	e.str(r.WorkerID)
+	return e.b
+}
+
+func decodeJob(id store.JobID, b []byte) (*record, error) {
+	d := decoder{b: b}
+	r := &record{}
+	r.ID = id
+	r.Queue = d.str()
+	r.JobType = d.str()
+	r.Payload = d.bytes()
+	if k := d.optBytes(); k != nil {
+		s := string(k)
+		r.IdempotencyKey = &s
+	}
+	r.Priority = int32(d.int())
+	r.RunAt = d.int()
+	r.MaxAttempts = int32(d.int())
+	r.Attempts = int32(d.int())
+	r.Headers = d.optBytes()
+	r.State = store.JobState(d.int())
+	r.CreatedAt = d.int()
+	r.FinalizedAt = d.int()
+	r.Result = d.optBytes()
+	r.LastError = d.str()
+	var flag [1]byte
+	d.fixed(flag[:])
+	if flag[0] == 1 {
+		r.HasToken = true
+		d.fixed(r.LeaseToken[:])
+	}
+	r.LeaseExpires = d.int()
+	r.WorkerID = d.str()
+	if d.err != nil {
+		return nil, d.err
+	}
+	return r, nil
+}
+
+// job returns the record as the Store interface reports it.
+func (r *record) job() (*store.Job, error) {
+	j := r.Job
+	j.RunAt = storerule.FromMicros(r.RunAt)
+	j.CreatedAt = storerule.FromMicros(r.CreatedAt)
+	if r.FinalizedAt != 0 {
+		j.FinalizedAt = storerule.FromMicros(r.FinalizedAt)
+	}
+	h, err := storerule.DecodeHeaders(r.Headers)
+	if err != nil {
+		return nil, err
+	}
+	j.Headers = h
+	return &j, nil
+}
+
+// dedupRecord is a stored dedup record.
+type dedupRecord struct {
+	storerule.Record
+	Hits int64
+}
+
+func encodeDedup(r *dedupRecord) []byte {
+	b := make([]byte, 0, 16+32+3*binary.MaxVarintLen64)
+	b = append(b, r.JobID[:]...)
+	b = append(b, r.Fingerprint[:]...)
+	b = binary.AppendVarint(b, r.FirstEnqueuedAt)
+	b = binary.AppendVarint(b, r.ExpiresAt)
+	return binary.AppendVarint(b, r.Hits)
+}
+
+func decodeDedup(b []byte) (dedupRecord, error) {
+	var r dedupRecord
+	d := decoder{b: b}
+	d.fixed(r.JobID[:])
+	d.fixed(r.Fingerprint[:])
+	r.FirstEnqueuedAt = d.int()
+	r.ExpiresAt = d.int()
+	r.Hits = d.int()
+	return r, d.err
+}
+
+// effectRecord is a stored effect key.
+type effectRecord struct {
+	storerule.EffectRecord
+	TTL int64 // microseconds a completed record lives
+}
+
+func encodeEffect(r *effectRecord) []byte {
+	e := encoder{b: make([]byte, 0, 48+len(r.Result))}
+	e.int(int64(r.State))
+	e.b = append(e.b, r.Token[:]...)
+	e.int(r.LeaseExpiresAt)
+	e.optBytes(r.Result)
+	e.int(r.CompletedAt)
+	e.int(r.ExpiresAt)
+	e.int(r.TTL)
+	return e.b
+}
+
+func decodeEffect(b []byte) (*effectRecord, error) {
+	r := &effectRecord{}
+	d := decoder{b: b}
+	r.State = store.EffectState(d.int())
+	d.fixed(r.Token[:])
+	r.LeaseExpiresAt = d.int()
+	r.Result = d.optBytes()
+	r.CompletedAt = d.int()
+	r.ExpiresAt = d.int()
+	r.TTL = d.int()
+	return r, d.err
+}

@@ -1,0 +1,104 @@
+package pebble
+
+import (
+	"context"
+
+	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
+)
+
+// enqueueOp is one EnqueueBatch call as the writer sees it.
+type enqueueOp struct {
+	atomic  bool
+	now     int64
+	jobs    []storerule.Job
+	results []store.EnqueueResult
+}
+
+// EnqueueBatch implements store.Store.
+func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) ([]store.EnqueueResult, error) {
+	now := p.Now.UnixMicro()
+	jobs, err := storerule.PrepareBatch(p.Jobs, now)
+	if err != nil {
+		return nil, err
+	}
+	op := &enqueueOp{atomic: p.Atomic, now: now, jobs: jobs, results: make([]store.EnqueueResult, len(jobs))}
+	if err := s.submitOp(ctx, &writeOp{enqueue: op, done: make(chan struct{})}); err != nil {
+		return nil, err
+	}
+	return op.results, nil
+}
+
+// applyEnqueues decides every job of the given enqueue ops against the
+// stored dedup records and each other, in submission order
+// (storerule.Group), then writes the new jobs, their index entries and the
+// records. An atomic op that fails contributes nothing.
+func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
+	g := storerule.NewGroup()
+	stored := map[storerule.Key]*dedupRecord{}
+	seen := map[storerule.Key]bool{}
+	var err error
+	for _, wop := range ops {
+		storerule.Keys(wop.enqueue.jobs, seen, func(k storerule.Key) {
+			if err != nil {
+				return
+			}
+			var d *dedupRecord
+			if d, err = getDedup(t.b, k.Queue, k.Key); err == nil && d != nil {
+				stored[k] = d
+				g.Records[k] = &storerule.Entry{Record: d.Record, Stored: true}
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, wop := range ops {
+		op := wop.enqueue
+		if err := g.Decide(op.atomic, op.now, op.jobs, op.results); err != nil {
+			wop.err = err
+		}
+	}
+	for _, j := range g.New {
+		r := &record{Job: store.Job{ID: j.ID, Queue: j.Queue, JobType: j.JobType, Payload: j.Payload,
+			Priority: j.Priority, MaxAttempts: j.MaxAttempts, State: j.State},
+			Headers: j.Headers, RunAt: j.RunAt, CreatedAt: j.CreatedAt}
+		if j.Keyed {
+			key := j.Key
+			r.IdempotencyKey = &key
+		}
+		if err := t.putJob(r); err != nil {
+			return err
+		}
+		if err := t.index(r, j.CreatedAt); err != nil {
+			return err
+		}
+	}
+	for _, k := range g.Replaced {
+		if old := stored[k]; old != nil {
+			if err := t.del(dedupExpKey(old.ExpiresAt, k.Queue, k.Key)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range g.Created {
+		e := g.Records[k]
+		d := dedupRecord{Record: e.Record, Hits: e.Hits}
+		if err := t.set(dedupKey(k.Queue, k.Key), encodeDedup(&d)); err != nil {
+			return err
+		}
+		if err := t.setIndex([]byte{kindDedupExp}, dedupExpKey(e.ExpiresAt, k.Queue, k.Key), nil); err != nil {
+			return err
+		}
+	}
+	for k, e := range g.Records {
+		if e.Created || e.Hits == 0 {
+			continue
+		}
+		d := dedupRecord{Record: e.Record, Hits: stored[k].Hits + e.Hits}
+		if err := t.set(dedupKey(k.Queue, k.Key), encodeDedup(&d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

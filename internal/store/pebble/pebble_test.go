@@ -1,0 +1,64 @@
+package pebble_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	pebbledb "github.com/cockroachdb/pebble/v2"
+	"go.uber.org/goleak"
+
+	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/pebble"
+	"github.com/sepp-dev/sepp/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := pebble.Open(context.Background(), pebble.Options{Path: t.TempDir()})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		return s
+	})
+}
+
+func TestDurable(t *testing.T) {
+	storetest.RunDurable(t, storetest.Durable{
+		Place: func(t *testing.T) string { return t.TempDir() },
+		Open: func(ctx context.Context, dir string) (store.Store, error) {
+			return pebble.Open(ctx, pebble.Options{Path: dir})
+		},
+		SetSchemaVersion: func(t *testing.T, dir string, version int) {
+			db, err := pebbledb.Open(dir, &pebbledb.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Set(pebble.SchemaKey(), []byte(strconv.Itoa(version)), pebbledb.Sync); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+}
+
+// TestDirectoryLocked: two stores on one directory would both decide dedup;
+// the second Open must fail.
+func TestDirectoryLocked(t *testing.T) {
+	dir := t.TempDir()
+	s, err := pebble.Open(context.Background(), pebble.Options{Path: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if other, err := pebble.Open(context.Background(), pebble.Options{Path: dir}); err == nil {
+		other.Close()
+		t.Fatal("a second Open of a directory in use succeeded")
+	}
+}

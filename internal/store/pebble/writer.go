@@ -1,0 +1,290 @@
+package pebble
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// writeOp is one write submitted to the writer goroutine: an enqueue batch
+// (enqueue set), which the writer decides together with the other enqueues
+// of its group, or any other write (apply set). Both must be re-runnable: if
+// an operation of a group fails with a storage error the group's batch is
+// dropped and every operation runs again in a batch of its own, so one bad
+// operation cannot fail its neighbours.
+type writeOp struct {
+	apply   func(t *tx) error
+	enqueue *enqueueOp
+	err     error
+	done    chan struct{}
+}
+
+func (op *writeOp) jobs() int {
+	if op.enqueue == nil {
+		return 0
+	}
+	return len(op.enqueue.jobs)
+}
+
+// logicalError wraps an error an operation decided on before writing
+// anything (a lost lease, a missing record). It fails that operation alone
+// and leaves the group's batch intact.
+type logicalError struct{ err error }
+
+func (e logicalError) Error() string { return e.err.Error() }
+
+func (e logicalError) Unwrap() error { return e.err }
+
+// submit hands an operation to the writer and waits until it is committed
+// (synced) or failed. If ctx ends first submit returns ctx.Err(); the
+// operation may still be committed after that, which is safe for keyed
+// enqueues: the caller retries with the same key.
+func (s *Store) submit(ctx context.Context, apply func(t *tx) error) error {
+	return s.submitOp(ctx, &writeOp{apply: apply, done: make(chan struct{})})
+}
+
+func (s *Store) submitOp(ctx context.Context, op *writeOp) error {
+	select {
+	case <-s.stop:
+		return store.ErrClosed
+	default:
+	}
+	select {
+	case s.ops <- op:
+	case <-s.stop:
+		return store.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-op.done:
+		return op.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// writer is the only goroutine that writes. It is started by Open and stops
+// when Close closes s.stop, after committing every operation already queued.
+func (s *Store) writer() {
+	defer close(s.stopped)
+	group := make([]*writeOp, 0, s.opts.MaxGroupOps)
+	for {
+		var first *writeOp
+		select {
+		case first = <-s.ops:
+		case <-s.stop:
+			for {
+				select {
+				case op := <-s.ops:
+					s.commit([]*writeOp{op})
+				default:
+					return
+				}
+			}
+		}
+		group = append(group[:0], first)
+	drain:
+		for len(group) < s.opts.MaxGroupOps {
+			select {
+			case op := <-s.ops:
+				group = append(group, op)
+			default:
+				break drain
+			}
+		}
+		s.commit(group)
+	}
+}
+
+// commit runs group in one batch and answers every operation.
+func (s *Store) commit(group []*writeOp) {
+	start := time.Now()
+	err := s.runGroup(group)
+	if err != nil && len(group) > 1 {
+		for _, op := range group {
+			if err := s.runGroup([]*writeOp{op}); err != nil {
+				op.err = err
+			}
+		}
+	} else {
+		for _, op := range group {
+			if op.err == nil {
+				op.err = err
+			}
+		}
+	}
+	if s.opts.OnCommit != nil {
+		jobs := 0
+		for _, op := range group {
+			jobs += op.jobs()
+		}
+		s.opts.OnCommit(len(group), jobs, time.Since(start))
+	}
+	for _, op := range group {
+		close(op.done)
+	}
+}
+
+// runGroup applies ops to one indexed batch, so each sees the writes of
+// those before it, and commits it with a sync. It returns the first storage
+// error (after dropping the batch), or the commit's error.
+func (s *Store) runGroup(ops []*writeOp) error {
+	t := &tx{s: s, b: s.db.NewIndexedBatch(), raised: map[string][]byte{}}
+	defer t.b.Close()
+	for i := 0; i < len(ops); {
+		op := ops[i]
+		op.err = nil
+		if op.enqueue != nil {
+			j := i + 1
+			for j < len(ops) && ops[j].enqueue != nil {
+				ops[j].err = nil
+				j++
+			}
+			if err := s.applyEnqueues(t, ops[i:j]); err != nil {
+				return err
+			}
+			i = j
+			continue
+		}
+		i++
+		if err := op.apply(t); err != nil {
+			var le logicalError
+			if errors.As(err, &le) {
+				op.err = le.err
+				continue
+			}
+			return err
+		}
+	}
+	if !t.b.Empty() {
+		if err := t.b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("pebble: commit: %w", err)
+		}
+	}
+	for prefix, k := range t.raised {
+		s.cursors[prefix] = k
+	}
+	return nil
+}
+
+// cursors holds, for each index read from its head, a key before which the
+// index has no live entry: the walk starts there instead of stepping over
+// the tombstones of the entries taken before. Only the writer touches it.
+type cursors map[string][]byte
+
+// tx is one group's batch as the operations see it.
+type tx struct {
+	s *Store
+	b *pebble.Batch
+	// raised holds the cursors this group moves forward; they take effect
+	// only once the batch is committed.
+	raised map[string][]byte
+}
+
+func (t *tx) set(key, value []byte) error { return t.b.Set(key, value, nil) }
+
+func (t *tx) del(key []byte) error { return t.b.Delete(key, nil) }
+
+// setIndex adds an entry to the index whose cursor is named prefix, moving
+// the cursor back if the entry lies before it.
+func (t *tx) setIndex(prefix, key, value []byte) error {
+	p := string(prefix)
+	if c, ok := t.s.cursors[p]; ok && bytes.Compare(key, c) < 0 {
+		t.s.cursors[p] = append([]byte(nil), key...)
+	}
+	if c, ok := t.raised[p]; ok && bytes.Compare(key, c) < 0 {
+		t.raised[p] = append([]byte(nil), key...)
+	}
+	return t.b.Set(key, value, nil)
+}
+
+// walk visits, in order, the entries of the index named prefix that lie
+// before upper, from the index's cursor, until fn returns false. fn gets
+// the key and value, valid only during the call.
+func (t *tx) walk(prefix, upper []byte, fn func(k, v []byte) (bool, error)) error {
+	lower := prefix
+	if c, ok := t.raised[string(prefix)]; ok {
+		lower = c
+	} else if c, ok := t.s.cursors[string(prefix)]; ok {
+		lower = c
+	}
+	if bytes.Compare(lower, upper) >= 0 {
+		// The cursor is past the bound: a clock that went back.
+		return nil
+	}
+	it, err := t.b.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return err
+		}
+		more, err := fn(it.Key(), v)
+		if err != nil {
+			it.Close()
+			return err
+		}
+		if !more {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// taken records that every entry of the index named prefix up to and
+// including key has been deleted by this group.
+func (t *tx) taken(prefix, key []byte) {
+	t.raised[string(prefix)] = append(append([]byte(nil), key...), 0)
+}
+
+func (t *tx) putJob(r *record) error { return t.set(jobKey(r.ID), encodeJob(r)) }
+
+// index puts a job that can run (available or scheduled) into the ready or
+// the scheduled index, as its run-at says.
+func (t *tx) index(r *record, now int64) error {
+	if r.RunAt <= now {
+		return t.setIndex(readyPrefix(r.Queue), readyKey(r.Queue, r.Priority, r.RunAt, r.ID), nil)
+	}
+	v := appendString(nil, r.Queue)
+	v = appendInt64(v, int64(r.Priority))
+	return t.setIndex([]byte{kindScheduled}, scheduledKey(r.RunAt, r.ID), v)
+}
+
+// unindex removes a job from the index its state puts it in.
+func (t *tx) unindex(r *record) error {
+	switch r.State {
+	case store.JobStateAvailable, store.JobStateScheduled:
+		// A job's entry is in the ready index once its run-at has come and
+		// in the scheduled one before: delete both, one is absent.
+		if err := t.del(readyKey(r.Queue, r.Priority, r.RunAt, r.ID)); err != nil {
+			return err
+		}
+		return t.del(scheduledKey(r.RunAt, r.ID))
+	case store.JobStateReserved:
+		if r.LeaseExpires != 0 {
+			return t.del(leaseKey(r.LeaseExpires, r.ID))
+		}
+	case store.JobStateCompleted, store.JobStateDead, store.JobStateCancelled:
+		return t.del(finalizedKey(r.State, r.FinalizedAt, r.ID))
+	}
+	return nil
+}
+
+// finalize records r, already in a final state at r.FinalizedAt, in the
+// retention index.
+func (t *tx) finalize(r *record) error {
+	return t.setIndex(finalizedPrefix(r.State), finalizedKey(r.State, r.FinalizedAt, r.ID), nil)
+}
