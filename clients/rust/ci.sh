@@ -41,6 +41,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 echo "ci.sh: $("$cargo_bin" --version), SEPP_BIN=${SEPP_BIN:-<unset: the tests build it>}"
-# Tests use a few servers each; the crash tests and the seed example (which
-# must use localhost:50051) are the slow ones.
-"$cargo_bin" test --locked
+# With the rustls feature, so tests/tls.rs runs (through a TLS terminator in
+# front of the real server). Each test starts its own servers; the crash
+# tests are the slow ones.
+"$cargo_bin" test --locked --features rustls
