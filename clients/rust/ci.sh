@@ -13,8 +13,12 @@ cd "$here"
 
 # The crates come from Debian's packages (no crate registry is reachable):
 # .cargo/config.toml points cargo at /usr/share/cargo/registry.
+# The rustls feature (tests/tls.rs) needs its crates too, and the openssl CLI
+# makes the test certificates.
 debs=(librust-tokio-dev librust-reqwest-dev librust-serde-dev librust-serde-derive-dev
-      librust-serde-json-dev librust-base64-dev librust-bytes-dev librust-log-dev)
+      librust-serde-json-dev librust-base64-dev librust-bytes-dev librust-log-dev
+      librust-rustls-dev librust-tokio-rustls-dev librust-rustls-pemfile-dev
+      librust-hyper-rustls-dev librust-rustls-native-certs-dev librust-ring-dev openssl)
 missing=()
 for p in "${debs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
