@@ -72,6 +72,7 @@ pub(crate) struct Config {
     pub max_batch_size: usize,
     pub max_batch_bytes: usize,
     pub max_key_bytes: Option<usize>,
+    pub wait_for_server: Option<Duration>,
 }
 
 impl Default for Config {
@@ -85,6 +86,7 @@ impl Default for Config {
             max_batch_size: 1000,
             max_batch_bytes: 4 << 20,
             max_key_bytes: Some(DEFAULT_MAX_IDEMPOTENCY_KEY_BYTES),
+            wait_for_server: None,
         }
     }
 }
@@ -198,6 +200,16 @@ impl ClientBuilder {
         self
     }
 
+    /// Makes [`connect`](Self::connect) wait up to `max` for a server that
+    /// is not up yet (or says NOT_SERVING), checking again with backoff from
+    /// 100 ms doubling to 5 s and logging each wait (the `log` crate), like
+    /// the Go client's `Connect`. Default: one check, failing at once, so a
+    /// program started without its server says so.
+    pub fn wait_for_server(mut self, max: Duration) -> Self {
+        self.cfg.wait_for_server = Some(max);
+        self
+    }
+
     /// Trusts this PEM certificate (a private CA) for `https://` addresses,
     /// besides the system's roots. Needs the `rustls` or `native-tls` feature.
     #[cfg(any(feature = "rustls", feature = "native-tls"))]
@@ -252,11 +264,32 @@ impl ClientBuilder {
         Ok(SeppClient { inner: Arc::new(Inner { http, base, auth, cfg: self.cfg, batcher }) })
     }
 
-    /// Builds the client and checks that the server answers its health check.
+    /// Builds the client and checks that the server answers its health check
+    /// (waiting for it first if [`wait_for_server`](Self::wait_for_server)
+    /// says so).
     pub async fn connect(self) -> Result<SeppClient> {
         let client = self.build()?;
-        client.health().await?;
-        Ok(client)
+        let deadline = client.inner.cfg.wait_for_server.map(|max| tokio::time::Instant::now() + max);
+        let mut wait = Duration::from_millis(100);
+        for attempt in 1u32.. {
+            let err = match client.health().await {
+                Ok(()) => {
+                    if attempt > 1 {
+                        log::info!("sepp: server is up at {} after {attempt} tries", client.inner.base);
+                    }
+                    return Ok(client);
+                }
+                Err(e) => e,
+            };
+            let retry = err.is_retryable() && deadline.map_or(false, |d| tokio::time::Instant::now() + wait < d);
+            if !retry {
+                return Err(err);
+            }
+            log::warn!("sepp: waiting for the server (try {attempt}, next in {wait:?}): {err}");
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(5));
+        }
+        unreachable!("the loop returns")
     }
 }
 

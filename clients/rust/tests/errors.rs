@@ -159,3 +159,20 @@ async fn unreachable_server_fails_connect_with_the_address() {
     let e = SeppClient::connect("ftp://example.org").await.unwrap_err();
     assert!(matches!(e, Error::Config(_)), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_can_wait_for_a_server_that_is_not_up_yet() {
+    let mut server = Server::start();
+    let url = server.url();
+    tokio::task::block_in_place(|| server.kill9());
+    // The default: one check, failing at once.
+    assert!(matches!(SeppClient::connect(&url).await, Err(Error::Transport(_))));
+    // Waiting: the server comes back while connect waits. (connect's first
+    // check runs on another worker thread while the server process starts,
+    // so in practice it fails and connect waits; if it came late, connect
+    // would simply succeed at once. Either way it must end connected.)
+    let waiting = tokio::spawn(SeppClient::builder(&url).wait_for_server(std::time::Duration::from_secs(120)).connect());
+    tokio::task::block_in_place(|| server.restart());
+    let client = waiting.await.unwrap().unwrap();
+    client.enqueue(req("q")).await.unwrap();
+}
