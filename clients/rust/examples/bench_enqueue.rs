@@ -38,7 +38,9 @@ fn parse_flags() -> Result<Flags, String> {
             "payload" => f.payload = value("--payload")?.parse().map_err(|e| format!("--payload: {e}"))?,
             "in-flight" => f.in_flight = value("--in-flight")?.parse().map_err(|e| format!("--in-flight: {e}"))?,
             "no-batching" => f.batching = false,
-            "h" | "help" => return Err("usage: bench_enqueue [--addr URL] [-n N] [-c C] [--payload BYTES] [--no-batching] [--in-flight N]".into()),
+            "h" | "help" => {
+                return Err("usage: bench_enqueue [--addr URL] [-n N] [-c C] [--payload BYTES] [--no-batching] [--in-flight N]".into())
+            }
             other => return Err(format!("unknown flag {other:?}; try --help")),
         }
     }
@@ -57,11 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::process::exit(2);
         }
     };
-    let client = SeppClient::builder(&flags.addr)
-        .batching(flags.batching)
-        .max_in_flight(flags.in_flight)
-        .connect()
-        .await?;
+    let client = SeppClient::builder(&flags.addr).batching(flags.batching).max_in_flight(flags.in_flight).connect().await?;
     // Keys unique to this run, so a rerun against the same server creates
     // new jobs rather than hitting old records.
     let run = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_nanos();

@@ -33,11 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Ok::<_, Error>(format!("em_{n}").into_bytes())
             })
             .await?;
-        println!(
-            "delivery {delivery}: receipt {} (replayed: {})",
-            String::from_utf8_lossy(&outcome.value),
-            outcome.replayed
-        );
+        println!("delivery {delivery}: receipt {} (replayed: {})", String::from_utf8_lossy(&outcome.value), outcome.replayed);
     }
     println!("mails sent={}", sent.load(Ordering::SeqCst));
 

@@ -52,7 +52,8 @@ impl Lab {
     }
 
     async fn reserve(&self, queue: &str) -> Result<Reservation, Error> {
-        let request = ReserveRequest { queues: vec![queue.to_string()], lease: Some(LEASE), wait: Duration::from_secs(10), ..Default::default() };
+        let request =
+            ReserveRequest { queues: vec![queue.to_string()], lease: Some(LEASE), wait: Duration::from_secs(10), ..Default::default() };
         let mut jobs = self.client.reserve(&request).await?;
         Ok(jobs.pop().expect("a job within 10 s"))
     }
@@ -69,7 +70,8 @@ impl Lab {
                 if !guarded {
                     return mailer.send(Duration::ZERO).await;
                 }
-                let out = client.effect(scope, r.job.job_id.as_str()).ttl(Duration::from_secs(3600)).run(|| mailer.send(Duration::ZERO)).await?;
+                let out =
+                    client.effect(scope, r.job.job_id.as_str()).ttl(Duration::from_secs(3600)).run(|| mailer.send(Duration::ZERO)).await?;
                 Ok::<_, Error>(out.value)
             }
         };
@@ -96,14 +98,25 @@ impl Lab {
         };
         let b_job = self.reserve(&queue).await?; // after A's job lease ended
         let m = mailer.clone();
-        let b = self.client.effect(&scope, "order-9.invoice").ttl(Duration::from_secs(3600)).in_flight(mode).run(|| m.send(Duration::ZERO)).await;
+        let b = self
+            .client
+            .effect(&scope, "order-9.invoice")
+            .ttl(Duration::from_secs(3600))
+            .in_flight(mode)
+            .run(|| m.send(Duration::ZERO))
+            .await;
         match b {
             Ok(b) => {
                 let a = a.await??;
                 Ok((String::from_utf8(a.value)?, String::from_utf8(b.value)?, mailer.sent()))
             }
             Err(e @ Error::EffectInProgress(_)) => {
-                let fail = FailRequest { job_id: b_job.job.job_id.clone(), lease_token: b_job.lease_token.clone(), error: e.to_string(), ..Default::default() };
+                let fail = FailRequest {
+                    job_id: b_job.job.job_id.clone(),
+                    lease_token: b_job.lease_token.clone(),
+                    error: e.to_string(),
+                    ..Default::default()
+                };
                 self.client.fail(&fail).await?;
                 let a = String::from_utf8(a.await??.value)?;
                 // The next delivery replays A's receipt.

@@ -29,7 +29,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("lookup: found={} job={} state={} hits={}", lookup.found, lookup.job_id, lookup.state, lookup.hits);
 
     let job = client.get_job(&ack.job_id).await?;
-    println!("job: queue={} type={} state={} priority={} max_attempts={} headers={:?}", job.queue, job.job_type, job.state, job.priority, job.max_attempts, job.headers);
+    println!(
+        "job: queue={} type={} state={} priority={} max_attempts={} headers={:?}",
+        job.queue, job.job_type, job.state, job.priority, job.max_attempts, job.headers
+    );
 
     let job = client.cancel_job(&ack.job_id).await?;
     println!("cancelled: state={}", job.state);

@@ -107,7 +107,11 @@ impl Inner {
         }
         match rx.await {
             Ok(r) => r,
-            Err(_) => Err(Error::from_reason("INTERNAL", "internal", "the client's batch sender stopped before answering (is the runtime shutting down?)")),
+            Err(_) => Err(Error::from_reason(
+                "INTERNAL",
+                "internal",
+                "the client's batch sender stopped before answering (is the runtime shutting down?)",
+            )),
         }
     }
 

@@ -236,10 +236,7 @@ impl ClientBuilder {
             )));
         }
         #[allow(unused_mut)] // changed only with a TLS feature
-        let mut http = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(64);
+        let mut http = reqwest::Client::builder().tcp_nodelay(true).pool_idle_timeout(Duration::from_secs(60)).pool_max_idle_per_host(64);
         #[cfg(any(feature = "rustls", feature = "native-tls"))]
         for pem in &self.roots {
             let cert = reqwest::Certificate::from_pem(pem).map_err(|e| Error::Config(format!("TLS root certificate: {e}")))?;
@@ -304,7 +301,9 @@ fn normalize_address(addr: &str) -> Result<String> {
         "http" | "h2c" => "http",
         "https" => "https",
         other => {
-            return Err(Error::Config(format!("address {addr:?}: scheme {other:?} is not supported; use http://host:port or https://host:port")))
+            return Err(Error::Config(format!(
+                "address {addr:?}: scheme {other:?} is not supported; use http://host:port or https://host:port"
+            )))
         }
     };
     let rest = rest.trim_end_matches('/');
@@ -512,10 +511,8 @@ impl SeppClient {
     /// ```
     pub async fn lookup_idempotency_key(&self, queue: &str, key: &str) -> Result<KeyLookup> {
         check_idempotency_key(key, self.lookup_key_limit())?;
-        let r: wire::WireLookup = self
-            .inner
-            .unary("sepp.v1.JobService/LookupIdempotencyKey", &wire::KeyRequest { queue, idempotency_key: key })
-            .await?;
+        let r: wire::WireLookup =
+            self.inner.unary("sepp.v1.JobService/LookupIdempotencyKey", &wire::KeyRequest { queue, idempotency_key: key }).await?;
         Ok(r.into())
     }
 
@@ -523,10 +520,8 @@ impl SeppClient {
     /// a new job (an operator's tool). It never touches the job.
     pub async fn release_idempotency_key(&self, queue: &str, key: &str) -> Result<KeyRelease> {
         check_idempotency_key(key, self.lookup_key_limit())?;
-        let r: wire::WireRelease = self
-            .inner
-            .unary("sepp.v1.JobService/ReleaseIdempotencyKey", &wire::KeyRequest { queue, idempotency_key: key })
-            .await?;
+        let r: wire::WireRelease =
+            self.inner.unary("sepp.v1.JobService/ReleaseIdempotencyKey", &wire::KeyRequest { queue, idempotency_key: key }).await?;
         Ok(r.into())
     }
 
@@ -574,10 +569,8 @@ impl SeppClient {
             lease_ms: request.lease.map_or(0, ms),
             wait_ms: ms(request.wait),
         };
-        let r: wire::WireReserveResponse = self
-            .inner
-            .unary_timeout("sepp.v1.WorkerService/Reserve", &body, self.inner.cfg.timeout + request.wait)
-            .await?;
+        let r: wire::WireReserveResponse =
+            self.inner.unary_timeout("sepp.v1.WorkerService/Reserve", &body, self.inner.cfg.timeout + request.wait).await?;
         Ok(r.jobs.into_iter().map(Into::into).collect())
     }
 
@@ -634,10 +627,8 @@ impl SeppClient {
             lease_ms: request.lease.map_or(0, ms),
             wait_ms: ms(request.wait),
         };
-        let r: wire::WireClaim = self
-            .inner
-            .unary_timeout("sepp.v1.EffectService/ClaimEffect", &body, self.inner.cfg.timeout + request.wait)
-            .await?;
+        let r: wire::WireClaim =
+            self.inner.unary_timeout("sepp.v1.EffectService/ClaimEffect", &body, self.inner.cfg.timeout + request.wait).await?;
         Ok(r.into())
     }
 
@@ -814,7 +805,10 @@ impl Inner {
             cause = e.to_string();
         }
         let message = if e.is_timeout() {
-            format!("no answer from the server at {} in time (timeout {:?}); its outcome is unknown: resend with the same idempotency key", self.base, self.cfg.timeout)
+            format!(
+                "no answer from the server at {} in time (timeout {:?}); its outcome is unknown: resend with the same idempotency key",
+                self.base, self.cfg.timeout
+            )
         } else if e.is_connect() {
             format!("cannot reach the server at {}: {cause}; is `sepp serve` running there?", self.base)
         } else {
@@ -869,7 +863,15 @@ impl Inner {
                 "internal" | "unknown" | "data_loss" => "INTERNAL",
                 // No Sepp reason (an RPC-layer error such as a JSON field the
                 // server does not know): the code, as a reason, in Other.
-                code => return Error::from_detail(ErrorDetail { reason: code.to_ascii_uppercase(), code: w.code.clone(), message: w.message, index: None, metadata }),
+                code => {
+                    return Error::from_detail(ErrorDetail {
+                        reason: code.to_ascii_uppercase(),
+                        code: w.code.clone(),
+                        message: w.message,
+                        index: None,
+                        metadata,
+                    })
+                }
             }
             .to_string();
         }

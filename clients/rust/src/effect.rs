@@ -178,13 +178,8 @@ impl Effect {
         check_name("key", &self.key)?;
         let c = &self.client;
         let wait = if self.mode == InFlight::Wait { self.wait_timeout } else { Duration::ZERO };
-        let req = ClaimEffectRequest {
-            scope: self.scope.clone(),
-            key: self.key.clone(),
-            ttl: Some(self.ttl),
-            lease: Some(self.lease),
-            wait,
-        };
+        let req =
+            ClaimEffectRequest { scope: self.scope.clone(), key: self.key.clone(), ttl: Some(self.ttl), lease: Some(self.lease), wait };
         let claim = loop {
             let claim = match c.claim_effect(&req).await {
                 Ok(claim) => claim,
@@ -249,7 +244,10 @@ impl Effect {
                 }
                 Err(mut e) => {
                     if let Some(d) = e.detail_mut() {
-                        d.message = format!("effect {}/{} ran, but its result could not be recorded (a later claim may run it again): {}", self.scope, self.key, d.message);
+                        d.message = format!(
+                            "effect {}/{} ran, but its result could not be recorded (a later claim may run it again): {}",
+                            self.scope, self.key, d.message
+                        );
                     }
                     Err(e.into())
                 }
@@ -313,12 +311,19 @@ impl Effect {
 /// The one rule on scopes and keys: 1 to 256 bytes of UTF-8.
 pub(crate) fn check_name(field: &str, v: &str) -> Result<(), Error> {
     if v.is_empty() {
-        return Err(Error::invalid_field(field, "is empty: name the effect, e.g. scope \"mail.invoice\", key \"order-9.invoice\"; the effect did not run"));
+        return Err(Error::invalid_field(
+            field,
+            "is empty: name the effect, e.g. scope \"mail.invoice\", key \"order-9.invoice\"; the effect did not run",
+        ));
     }
     if v.len() > MAX_EFFECT_NAME_BYTES {
         return Err(Error::invalid_field(
             field,
-            format_args!("is {} bytes; the limit is {}: use a shorter, stable name of the effect; the effect did not run", v.len(), MAX_EFFECT_NAME_BYTES),
+            format_args!(
+                "is {} bytes; the limit is {}: use a shorter, stable name of the effect; the effect did not run",
+                v.len(),
+                MAX_EFFECT_NAME_BYTES
+            ),
         ));
     }
     Ok(())

@@ -216,11 +216,26 @@ impl Error {
     pub fn detail(&self) -> Option<&ErrorDetail> {
         use Error::*;
         match self {
-            IdempotencyKeyTooLong(d) | IdempotencyKeyEmpty(d) | IdempotencyKeyConflict(d)
-            | IdempotencyKeyRequired(d) | UnknownQueue(d) | UnknownJobType(d) | PayloadTooLarge(d)
-            | BatchTooLarge(d) | InvalidField(d) | JobNotFound(d) | LeaseLost(d) | EffectInProgress(d)
-            | DuplicateJob(d) | DedupRuleViolated(d) | Unauthenticated(d) | PermissionDenied(d)
-            | LimitExceeded(d) | Unavailable(d) | Internal(d) | Other(d) => Some(d),
+            IdempotencyKeyTooLong(d)
+            | IdempotencyKeyEmpty(d)
+            | IdempotencyKeyConflict(d)
+            | IdempotencyKeyRequired(d)
+            | UnknownQueue(d)
+            | UnknownJobType(d)
+            | PayloadTooLarge(d)
+            | BatchTooLarge(d)
+            | InvalidField(d)
+            | JobNotFound(d)
+            | LeaseLost(d)
+            | EffectInProgress(d)
+            | DuplicateJob(d)
+            | DedupRuleViolated(d)
+            | Unauthenticated(d)
+            | PermissionDenied(d)
+            | LimitExceeded(d)
+            | Unavailable(d)
+            | Internal(d)
+            | Other(d) => Some(d),
             Transport(_) | Config(_) => None,
         }
     }
@@ -228,11 +243,26 @@ impl Error {
     pub(crate) fn detail_mut(&mut self) -> Option<&mut ErrorDetail> {
         use Error::*;
         match self {
-            IdempotencyKeyTooLong(d) | IdempotencyKeyEmpty(d) | IdempotencyKeyConflict(d)
-            | IdempotencyKeyRequired(d) | UnknownQueue(d) | UnknownJobType(d) | PayloadTooLarge(d)
-            | BatchTooLarge(d) | InvalidField(d) | JobNotFound(d) | LeaseLost(d) | EffectInProgress(d)
-            | DuplicateJob(d) | DedupRuleViolated(d) | Unauthenticated(d) | PermissionDenied(d)
-            | LimitExceeded(d) | Unavailable(d) | Internal(d) | Other(d) => Some(d),
+            IdempotencyKeyTooLong(d)
+            | IdempotencyKeyEmpty(d)
+            | IdempotencyKeyConflict(d)
+            | IdempotencyKeyRequired(d)
+            | UnknownQueue(d)
+            | UnknownJobType(d)
+            | PayloadTooLarge(d)
+            | BatchTooLarge(d)
+            | InvalidField(d)
+            | JobNotFound(d)
+            | LeaseLost(d)
+            | EffectInProgress(d)
+            | DuplicateJob(d)
+            | DedupRuleViolated(d)
+            | Unauthenticated(d)
+            | PermissionDenied(d)
+            | LimitExceeded(d)
+            | Unavailable(d)
+            | Internal(d)
+            | Other(d) => Some(d),
             Transport(_) | Config(_) => None,
         }
     }
@@ -399,11 +429,25 @@ mod tests {
     #[test]
     fn every_reason_has_its_variant() {
         for reason in [
-            "IDEMPOTENCY_KEY_TOO_LONG", "IDEMPOTENCY_KEY_EMPTY", "IDEMPOTENCY_KEY_CONFLICT",
-            "IDEMPOTENCY_KEY_REQUIRED", "UNKNOWN_QUEUE", "UNKNOWN_JOB_TYPE", "PAYLOAD_TOO_LARGE",
-            "BATCH_TOO_LARGE", "INVALID_FIELD", "JOB_NOT_FOUND", "LEASE_LOST", "EFFECT_IN_PROGRESS",
-            "DUPLICATE_JOB", "DEDUP_RULE_VIOLATED", "UNAUTHENTICATED", "PERMISSION_DENIED",
-            "LIMIT_EXCEEDED", "UNAVAILABLE", "INTERNAL",
+            "IDEMPOTENCY_KEY_TOO_LONG",
+            "IDEMPOTENCY_KEY_EMPTY",
+            "IDEMPOTENCY_KEY_CONFLICT",
+            "IDEMPOTENCY_KEY_REQUIRED",
+            "UNKNOWN_QUEUE",
+            "UNKNOWN_JOB_TYPE",
+            "PAYLOAD_TOO_LARGE",
+            "BATCH_TOO_LARGE",
+            "INVALID_FIELD",
+            "JOB_NOT_FOUND",
+            "LEASE_LOST",
+            "EFFECT_IN_PROGRESS",
+            "DUPLICATE_JOB",
+            "DEDUP_RULE_VIOLATED",
+            "UNAUTHENTICATED",
+            "PERMISSION_DENIED",
+            "LIMIT_EXCEEDED",
+            "UNAVAILABLE",
+            "INTERNAL",
         ] {
             let e = Error::from_reason(reason, "x", "m");
             assert!(!matches!(e, Error::Other(_)), "{reason} has no variant");

@@ -35,7 +35,8 @@ pub(crate) fn format(t: SystemTime) -> String {
 /// Parses an RFC 3339 timestamp (`Z` or a numeric offset, any fraction).
 pub(crate) fn parse(s: &str) -> Option<SystemTime> {
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !(b[10] == b'T' || b[10] == b't' || b[10] == b' ') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !(b[10] == b'T' || b[10] == b't' || b[10] == b' ') || b[13] != b':' || b[16] != b':'
+    {
         return None;
     }
     let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse::<i64>().ok() };

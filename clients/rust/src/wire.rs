@@ -461,12 +461,7 @@ pub(crate) struct WireClaim {
 
 impl From<WireClaim> for EffectClaim {
     fn from(w: WireClaim) -> Self {
-        EffectClaim {
-            state: EffectState::from_proto(&w.outcome),
-            token: w.token,
-            result: w.result,
-            lease_expires_at: w.lease_expires_at,
-        }
+        EffectClaim { state: EffectState::from_proto(&w.outcome), token: w.token, result: w.result, lease_expires_at: w.lease_expires_at }
     }
 }
 
@@ -557,9 +552,7 @@ fn ser_opt_i64<S: Serializer>(v: &Option<i64>, s: S) -> Result<S::Ok, S::Error> 
 /// writers may (unpadded, URL-safe).
 pub(crate) fn decode_b64(s: &str) -> Option<Vec<u8>> {
     let t = s.trim_end_matches('=');
-    base64::decode_config(t, base64::STANDARD_NO_PAD)
-        .or_else(|_| base64::decode_config(t, base64::URL_SAFE_NO_PAD))
-        .ok()
+    base64::decode_config(t, base64::STANDARD_NO_PAD).or_else(|_| base64::decode_config(t, base64::URL_SAFE_NO_PAD)).ok()
 }
 
 fn de_b64<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
@@ -627,7 +620,8 @@ mod tests {
         assert_eq!(r.results.len(), 2);
         assert_eq!(r.results[0].ack.as_ref().unwrap().job_id, "j1");
         assert_eq!(r.results[1].error.as_ref().unwrap().reason, "IDEMPOTENCY_KEY_EMPTY");
-        let l: WireLookup = serde_json::from_str(r#"{"found":false, "jobId":"", "hits":"0", "state":"JOB_STATE_UNSPECIFIED", "result":""}"#).unwrap();
+        let l: WireLookup =
+            serde_json::from_str(r#"{"found":false, "jobId":"", "hits":"0", "state":"JOB_STATE_UNSPECIFIED", "result":""}"#).unwrap();
         assert!(!l.found);
     }
 }

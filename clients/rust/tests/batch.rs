@@ -28,13 +28,13 @@ job_types = ["receipt"]
     let results = client
         .enqueue_batch(
             vec![
-                job(&q, "order-1"),                                                       // recorded before
-                job(&q, "order-2"),                                                       // new
-                job(&q, "order-2"),                                                       // same key again
-                job(&q, ""),                                                              // empty key: local error
+                job(&q, "order-1"),                                                        // recorded before
+                job(&q, "order-2"),                                                        // new
+                job(&q, "order-2"),                                                        // same key again
+                job(&q, ""),                                                               // empty key: local error
                 EnqueueRequest::new("mail", "sms").unwrap().with_idempotency_key("sms-1"), // server error
-                job(&q, &"k".repeat(257)),                                                // too long: local error
-                EnqueueRequest::new(&q, "receipt").unwrap(),                              // unkeyed
+                job(&q, &"k".repeat(257)),                                                 // too long: local error
+                EnqueueRequest::new(&q, "receipt").unwrap(),                               // unkeyed
             ],
             false,
         )

@@ -33,11 +33,7 @@ async fn runs_once_and_replays_the_result() {
     let mailer = Mailer::default();
     for round in 0..3 {
         let m = mailer.clone();
-        let out = client
-            .effect(&scope, "order-9.invoice")
-            .run(|| async move { Ok::<_, Error>(m.send()) })
-            .await
-            .unwrap();
+        let out = client.effect(&scope, "order-9.invoice").run(|| async move { Ok::<_, Error>(m.send()) }).await.unwrap();
         assert_eq!(out.value, b"em_1");
         assert_eq!(out.replayed, round > 0);
         assert!(!out.unprotected);
@@ -154,7 +150,8 @@ async fn the_key_names_the_effect_not_the_delivery() {
     let server = Server::start();
     let client = SeppClient::connect(server.url()).await.unwrap();
     // Two jobs for order 9, by job id, by a key with a colon, by a key with a dot.
-    for (keys, want) in [(["job-1", "job-2"], 2), (["order-9:invoice", "order-9:invoice"], 1), (["order-9.invoice", "order-9.invoice"], 1)] {
+    for (keys, want) in [(["job-1", "job-2"], 2), (["order-9:invoice", "order-9:invoice"], 1), (["order-9.invoice", "order-9.invoice"], 1)]
+    {
         let scope = unique("mail.invoice");
         let mailer = Mailer::default();
         for key in keys {

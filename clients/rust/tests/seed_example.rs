@@ -53,6 +53,39 @@ fn json_field(json: &str, field: &str) -> String {
     }
 }
 
+/// The example as the documentation page prints it, byte for byte. (`cargo
+/// fmt` would reflow `examples/idempotency.rs`; this test says so if it did.)
+const SEED_SNIPPET: &str = r#"use sepp_rs::client::SeppClient;
+use sepp_rs::EnqueueRequest;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let client = SeppClient::connect("http://localhost:50051").await?;
+
+    // Derive the key from what the job is "about", so a retry of the same
+    // logical enqueue carries the same key.
+    let request = EnqueueRequest::new("emails", "receipt")?
+        .with_idempotency_key("receipt-order-8a3f");
+
+    let ack = client.enqueue(request).await?;
+    if ack.deduplicated {
+        println!("already enqueued earlier as {}", ack.job_id);
+    } else {
+        println!("enqueued {}", ack.job_id);
+    }
+    Ok(())
+}
+"#;
+
+#[test]
+fn the_example_is_the_seed_snippet_unchanged() {
+    assert_eq!(
+        include_str!("../examples/idempotency.rs"),
+        SEED_SNIPPET,
+        "examples/idempotency.rs must stay exactly the documentation's snippet"
+    );
+}
+
 /// Set in the copy of this test that runs inside its own network namespace.
 const IN_NETNS: &str = "SEPP_RS_SEED_IN_NETNS";
 

@@ -28,16 +28,60 @@ fn openssl(dir: &Path, args: &[&str]) {
 /// A CA, a server certificate for `localhost` and a client certificate,
 /// all signed by the CA.
 fn make_certs(dir: &Path) {
-    openssl(dir, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=sepp test CA"]);
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=sepp test CA",
+        ],
+    );
     std::fs::write(dir.join("server.ext"), "subjectAltName=DNS:localhost\n").unwrap();
     std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
     for name in ["server", "client"] {
-        openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &format!("{name}.key"), "-out", &format!("{name}.csr"), "-subj", &format!("/CN={name}")]);
         openssl(
             dir,
             &[
-                "x509", "-req", "-in", &format!("{name}.csr"), "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
-                "-extfile", &format!("{name}.ext"), "-out", &format!("{name}.pem"),
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                &format!("{name}.key"),
+                "-out",
+                &format!("{name}.csr"),
+                "-subj",
+                &format!("/CN={name}"),
+            ],
+        );
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &format!("{name}.csr"),
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                &format!("{name}.ext"),
+                "-out",
+                &format!("{name}.pem"),
             ],
         );
     }
@@ -98,5 +142,4 @@ async fn https_with_a_private_ca_and_mutual_tls() {
     assert!(ack.deduplicated, "the same server behind both terminators");
     let e = SeppClient::builder(&url).tls_root_certificate_pem(read("ca.pem")).connect().await.unwrap_err();
     assert!(matches!(e, Error::Transport(_)), "{e}");
-
 }

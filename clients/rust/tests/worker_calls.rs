@@ -57,13 +57,25 @@ async fn reserve_complete_fail_and_extend() {
     let r = client.reserve(&reserve(30_000)).await.unwrap().remove(0);
     assert_eq!((r.job.job_id.as_str(), r.attempt, r.job.last_error.as_str()), (ack.job_id.as_str(), 2, "smtp timeout"));
     let out = client
-        .fail(&FailRequest { job_id: r.job.job_id.clone(), lease_token: r.lease_token.clone(), error: "bad address".into(), permanent: true, ..Default::default() })
+        .fail(&FailRequest {
+            job_id: r.job.job_id.clone(),
+            lease_token: r.lease_token.clone(),
+            error: "bad address".into(),
+            permanent: true,
+            ..Default::default()
+        })
         .await
         .unwrap();
     assert_eq!((out.state, out.already_failed), (JobState::Dead, false));
     assert_eq!(client.get_job(&ack.job_id).await.unwrap().state, JobState::Dead);
     let again = client
-        .fail(&FailRequest { job_id: r.job.job_id.clone(), lease_token: r.lease_token.clone(), error: "bad address".into(), permanent: true, ..Default::default() })
+        .fail(&FailRequest {
+            job_id: r.job.job_id.clone(),
+            lease_token: r.lease_token.clone(),
+            error: "bad address".into(),
+            permanent: true,
+            ..Default::default()
+        })
         .await
         .unwrap();
     assert_eq!((again.state, again.already_failed), (JobState::Dead, true));

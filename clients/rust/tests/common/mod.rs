@@ -60,12 +60,7 @@ impl TempDir {
     pub fn new(prefix: &str) -> TempDir {
         static N: AtomicUsize = AtomicUsize::new(0);
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let p = std::env::temp_dir().join(format!(
-            "{prefix}-{}-{}-{}",
-            std::process::id(),
-            nanos,
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
+        let p = std::env::temp_dir().join(format!("{prefix}-{}-{}-{}", std::process::id(), nanos, N.fetch_add(1, Ordering::Relaxed)));
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
     }
