@@ -443,6 +443,21 @@ class SeppClient:
             return data if isinstance(data, dict) else {}
         raise self._error_from_response(method, resp)
 
+    async def _rpc_resent(self, method: str, body: Mapping[str, Any]) -> Dict[str, Any]:
+        """Sends a call whose repeat is harmless (Complete, CompleteBatch,
+        Fail, CompleteEffect: the server answers a repeat of a committed call
+        with success) and resends it after transport errors, as a keyed
+        enqueue is resent."""
+        attempt = 0
+        while True:
+            try:
+                return await self._rpc(method, body)
+            except UnavailableError:
+                if attempt >= self._retry.max_retries or self._closed:
+                    raise
+                await asyncio.sleep(self._retry.delay(attempt))
+                attempt += 1
+
     @staticmethod
     def _error_from_response(method: str, resp: httpx.Response) -> SeppError:
         """Turns a Connect error answer into its SeppError."""
@@ -669,13 +684,16 @@ class SeppClient:
         """Finishes a job, with an optional result that get_job and
         lookup_idempotency_key return.
 
+        Resent after transport errors: a repeat with the same token of a
+        Complete that was committed succeeds and changes nothing.
+
         Raises:
             LeaseLostError: the token no longer holds the lease.
         """
         body: Dict[str, Any] = {"jobId": job_id, "leaseToken": lease_token}
         if result:
             body["result"] = _wire.b64encode(result.encode() if isinstance(result, str) else bytes(result))
-        await self._rpc("sepp.v1.WorkerService/Complete", body)
+        await self._rpc_resent("sepp.v1.WorkerService/Complete", body)
 
     async def complete_batch(self, completions: Sequence[Completion]) -> List[Optional[SeppError]]:
         """Completes many jobs in one RPC, each judged alone, and returns one
@@ -686,7 +704,7 @@ class SeppClient:
             if c.result:
                 item["result"] = _wire.b64encode(c.result)
             items.append(item)
-        data = await self._rpc("sepp.v1.WorkerService/CompleteBatch", {"completions": items})
+        data = await self._rpc_resent("sepp.v1.WorkerService/CompleteBatch", {"completions": items})
         got = data.get("results") or []
         if len(got) != len(completions):
             raise InternalError("server answered a batch with the wrong number of results")
@@ -709,7 +727,8 @@ class SeppClient:
     ) -> FailResult:
         """Reports a failed attempt. With attempts left the job is retried
         after the queue's backoff, or after ``retry_after`` seconds when
-        given; ``permanent`` dead-letters it at once.
+        given; ``permanent`` dead-letters it at once. Resent after transport
+        errors: a repeat of a committed Fail succeeds with ``already_failed``.
 
         Raises:
             LeaseLostError: the token no longer holds the lease.
@@ -719,8 +738,12 @@ class SeppClient:
             body["retryAfterMs"] = _wire.duration_ms(_seconds(retry_after))
         if permanent:
             body["permanent"] = True
-        data = await self._rpc("sepp.v1.WorkerService/Fail", body)
-        return FailResult(state=JobState.parse(data.get("state")), next_run_at=_wire.parse_timestamp(data.get("nextRunAt")))
+        data = await self._rpc_resent("sepp.v1.WorkerService/Fail", body)
+        return FailResult(
+            state=JobState.parse(data.get("state")),
+            next_run_at=_wire.parse_timestamp(data.get("nextRunAt")),
+            already_failed=bool(data.get("alreadyFailed")),
+        )
 
     async def extend_lease(self, job_id: str, lease_token: str, lease: Seconds) -> Optional[datetime]:
         """Keeps a lease alive for another ``lease`` seconds from now and
@@ -770,12 +793,20 @@ class SeppClient:
             lease_expires_at=_wire.parse_timestamp(data.get("leaseExpiresAt")),
         )
 
-    async def complete_effect(self, token: str, result: bytes = b"") -> None:
-        """Stores the effect's result under the claim's token."""
+    async def complete_effect(self, token: str, result: bytes = b"") -> bytes:
+        """Stores the effect's result under the claim's token and returns
+        the stored result. Resent after transport errors: a repeat with the
+        token that completed the effect succeeds and returns what the first
+        call stored.
+
+        Raises:
+            LeaseLostError: the token no longer holds the key.
+        """
         body: Dict[str, Any] = {"token": token}
         if result:
             body["result"] = _wire.b64encode(result)
-        await self._rpc("sepp.v1.EffectService/CompleteEffect", body)
+        data = await self._rpc_resent("sepp.v1.EffectService/CompleteEffect", body)
+        return _wire.b64decode(data.get("result"))
 
     async def release_effect(self, token: str) -> None:
         """Gives the claim up after a failed effect, so a retry can run it."""

@@ -233,10 +233,11 @@ async def _run(client: SeppClient, token: str, lease: float, fn: EffectFn) -> Ef
     extender.cancel()
     await asyncio.gather(extender, return_exceptions=True)
     try:
-        await client.complete_effect(token, value)
+        value = await client.complete_effect(token, value)
     except SeppError as err:
         # The effect ran but its record is not stored (the lease ended, or
-        # the server is gone): a later claim may run it again.
+        # the server stayed gone through the client's resends): a later
+        # claim may run it again.
         raise type(err)(
             f"effect ran, but its result could not be recorded: {err.message}",
             code=err.code, reason=err.reason, metadata=err.metadata,

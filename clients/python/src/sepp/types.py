@@ -344,10 +344,13 @@ class Reservation:
 @dataclass(frozen=True)
 class FailResult:
     """What became of a failed job: ``SCHEDULED`` (retried at
-    ``next_run_at``) or ``DEAD``."""
+    ``next_run_at``) or ``DEAD``. ``already_failed`` is True when this Fail
+    had been committed before (a resent call whose first answer was lost):
+    nothing changed."""
 
     state: JobState
     next_run_at: Optional[datetime] = None
+    already_failed: bool = False
 
 
 @dataclass(frozen=True)
