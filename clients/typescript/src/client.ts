@@ -542,20 +542,26 @@ export class SeppClient {
    * Finishes a job, with an optional result that getJob and
    * lookupIdempotencyKey return.
    *
+   * Resent after transport errors: the server answers a repeat of a
+   * committed Complete (same token) with success and changes nothing.
+   *
    * @throws {@link LeaseLostError} when the token no longer holds the lease.
    */
   async complete(jobId: string, leaseToken: string, result?: BytesLike, options: CallOptions = {}): Promise<void> {
-    await this.call(options.signal, () => this.workers.complete({ jobId, leaseToken, result: toBytes(result) }, this.callOpts(options.signal)));
+    await this.withRetries(true, options.signal, () =>
+      this.workers.complete({ jobId, leaseToken, result: toBytes(result) }, this.callOpts(options.signal)),
+    );
   }
 
   /**
    * Completes many jobs in one RPC, each judged alone, and returns one entry
    * per job: `undefined` (completed) or its error (e.g. {@link LeaseLostError}).
+   * Resent after transport errors, as {@link SeppClient.complete} is.
    *
    * @param completions - the jobs.
    */
   async completeBatch(completions: Completion[], options: CallOptions = {}): Promise<Array<SeppError | undefined>> {
-    const res = await this.call(options.signal, () =>
+    const res = await this.withRetries(true, options.signal, () =>
       this.workers.completeBatch(
         { completions: completions.map((c) => ({ jobId: c.jobId, leaseToken: c.leaseToken, result: toBytes(c.result) })) },
         this.callOpts(options.signal),
@@ -570,9 +576,11 @@ export class SeppClient {
   /**
    * Reports a failed attempt: the job is retried (after the queue's backoff
    * or `retryAfterMs`) or, when attempts run out or `permanent`, dead.
+   * Resent after transport errors: a repeat of a committed Fail succeeds,
+   * changes nothing, and has `alreadyFailed` set.
    */
   async fail(jobId: string, leaseToken: string, error: string, options: FailOptions & CallOptions = {}): Promise<FailResult> {
-    const res = await this.call(options.signal, () =>
+    const res = await this.withRetries(true, options.signal, () =>
       this.workers.fail(
         {
           jobId,
@@ -584,7 +592,7 @@ export class SeppClient {
         this.callOpts(options.signal),
       ),
     );
-    return { state: stateFromProto(res.state), nextRunAt: dateOf(res.nextRunAt) };
+    return { state: stateFromProto(res.state), nextRunAt: dateOf(res.nextRunAt), alreadyFailed: res.alreadyFailed };
   }
 
   /**
@@ -622,9 +630,18 @@ export class SeppClient {
     return { state: effectStateFromProto(res.outcome), token: res.token, result: res.result, leaseExpiresAt: dateOf(res.leaseExpiresAt) };
   }
 
-  /** Stores the effect's result under the claim's token. */
-  async completeEffect(token: string, result?: BytesLike, options: CallOptions = {}): Promise<void> {
-    await this.call(options.signal, () => this.effects.completeEffect({ token, result: toBytes(result) }, this.callOpts(options.signal)));
+  /**
+   * Stores the effect's result under the claim's token and returns the
+   * stored result. Resent after transport errors: a repeat with the token
+   * that completed the effect succeeds and returns what the first call stored.
+   *
+   * @throws {@link LeaseLostError} when the token no longer holds the key.
+   */
+  async completeEffect(token: string, result?: BytesLike, options: CallOptions = {}): Promise<Uint8Array> {
+    const res = await this.withRetries(true, options.signal, () =>
+      this.effects.completeEffect({ token, result: toBytes(result) }, this.callOpts(options.signal)),
+    );
+    return res.result;
   }
 
   /** Gives a claim up after a failed effect, so a retry can run it. */

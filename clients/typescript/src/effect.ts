@@ -245,10 +245,11 @@ export class Effects {
     signal?.removeEventListener("abort", onAbort);
     await extending;
     try {
-      await this.client.completeEffect(token, value);
+      value = await this.client.completeEffect(token, value);
     } catch (err) {
       // The effect ran but its record is not stored (the lease ended, or the
-      // server is gone): a later claim may run it again.
+      // server stayed gone through the client's resends): a later claim may
+      // run it again.
       throw prefixed(toSeppError(err), "effect ran, but its result could not be recorded: ");
     }
     return result(value, false, false);

@@ -272,6 +272,8 @@ export interface FailResult {
   state: JobState;
   /** When the retry runs (scheduled only). */
   nextRunAt?: Date;
+  /** True when this Fail had been committed before (a resent call whose first answer was lost): nothing changed. */
+  alreadyFailed: boolean;
 }
 
 /** One job to complete in a completeBatch. */
