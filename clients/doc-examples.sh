@@ -17,7 +17,7 @@ if [ -z "$bin" ]; then
   (cd "$repo" && go build -o "$bin" ./cmd/sepp)
 fi
 if (exec 3<>/dev/tcp/127.0.0.1/50051) 2>/dev/null; then
-  echo "seed-examples: something already listens on 127.0.0.1:50051; stop it first" >&2
+  echo "doc-examples: something already listens on 127.0.0.1:50051; stop it first" >&2
   exit 1
 fi
 SEPP_LISTEN=127.0.0.1:50051 SEPP_STORAGE_PATH="$work/data" "$bin" serve --log-level warn >"$work/server.log" 2>&1 &
@@ -41,11 +41,11 @@ for lang in python rust typescript python rust typescript; do
   out="$(run "$lang")"
   echo "$lang: $out"
   if [ -z "$first" ]; then
-    [[ "$out" =~ ^enqueued\ ([0-9a-f-]{36})$ ]] || { echo "seed-examples: first run did not enqueue" >&2; exit 1; }
+    [[ "$out" =~ ^enqueued\ ([0-9a-f-]{36})$ ]] || { echo "doc-examples: first run did not enqueue" >&2; exit 1; }
     first="${BASH_REMATCH[1]}"
   elif [ "$out" != "already enqueued earlier as $first" ]; then
-    echo "seed-examples: $lang did not see the job $first" >&2
+    echo "doc-examples: $lang did not see the job $first" >&2
     exit 1
   fi
 done
-echo "seed-examples: one job, $first, seen by all three languages"
+echo "doc-examples: one job, $first, seen by all three languages"
