@@ -21,6 +21,8 @@ import (
 	"github.com/sepp-dev/sepp"
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server"
+	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/pebble"
 	"github.com/sepp-dev/sepp/internal/store/sqlite"
 )
 
@@ -162,13 +164,14 @@ func benchKeys(n int, dup float64) []int {
 // benchFlags are the flags every bench command takes: where the server is,
 // and profiling.
 type benchFlags struct {
-	addr, data, cpuProfile string
+	addr, data, cpuProfile, store string
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", os.Getenv("SEPP_ADDR"), "server to load (env SEPP_ADDR); empty: start a server in this process on a fresh data directory")
 	fs.StringVar(&f.data, "data", "", "data directory of the server this command starts (default: a temporary directory, removed after)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client, and the server when in-process) to `file`")
+	fs.StringVar(&f.store, "store", "sqlite", "the store of the server this command starts: sqlite or pebble (the LSM store, not yet served by sepp serve)")
 }
 
 // start starts the profile and, without -addr, an in-process server. It
@@ -190,20 +193,20 @@ func (f *benchFlags) start(stdout io.Writer) (target string, stop func(), err er
 	if f.addr != "" {
 		return f.addr, stop, nil
 	}
-	stopServer, started, dir, err := startBenchServer(f.data)
+	stopServer, started, dir, err := startBenchServer(f.data, f.store)
 	if err != nil {
 		stop()
 		return "", nil, err
 	}
 	undo = append(undo, stopServer)
-	fmt.Fprintf(stdout, "server:    in-process, sqlite in %s, listening on %s\n", dir, started)
+	fmt.Fprintf(stdout, "server:    in-process, %s in %s, listening on %s\n", f.store, dir, started)
 	return started, stop, nil
 }
 
 // startBenchServer runs a real server in this process on a random loopback
 // port, with logs off (one log line per dedup hit would measure the
 // terminal). It returns a function that stops it.
-func startBenchServer(dir string) (stop func(), addr, where string, err error) {
+func startBenchServer(dir, engine string) (stop func(), addr, where string, err error) {
 	cleanup := func() {}
 	if dir == "" {
 		dir, err = os.MkdirTemp("", "sepp-bench-")
@@ -215,10 +218,19 @@ func startBenchServer(dir string) (stop func(), addr, where string, err error) {
 	cfg := config.Default()
 	cfg.Storage.Path = dir
 	metrics := server.NewMetrics()
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: dir, OnCommit: func(ops, jobs int, d time.Duration) {
+	onCommit := func(ops, jobs int, d time.Duration) {
 		metrics.ObserveCommit(ops, jobs, d)
 		benchCommits.observe(ops, jobs, d)
-	}})
+	}
+	var st store.Store
+	switch engine {
+	case "sqlite":
+		st, err = sqlite.Open(context.Background(), sqlite.Options{Path: dir, OnCommit: onCommit})
+	case "pebble":
+		st, err = pebble.Open(context.Background(), pebble.Options{Path: dir, OnCommit: onCommit})
+	default:
+		err = fmt.Errorf("-store %q: want sqlite or pebble", engine)
+	}
 	if err != nil {
 		cleanup()
 		return nil, "", "", err

@@ -62,3 +62,22 @@ func TestDirectoryLocked(t *testing.T) {
 		t.Fatal("a second Open of a directory in use succeeded")
 	}
 }
+
+func benchStore(b *testing.B) store.Store {
+	s, err := pebble.Open(context.Background(), pebble.Options{Path: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// The storage micro-benchmarks of package storetest, the same as SQLite's.
+func BenchmarkEnqueue1(b *testing.B)     { storetest.BenchmarkEnqueue(b, benchStore(b), 1) }
+func BenchmarkEnqueue32(b *testing.B)    { storetest.BenchmarkEnqueue(b, benchStore(b), 32) }
+func BenchmarkEnqueue256(b *testing.B)   { storetest.BenchmarkEnqueue(b, benchStore(b), 256) }
+func BenchmarkEnqueueC32(b *testing.B)   { storetest.BenchmarkEnqueueConcurrent(b, benchStore(b), 32) }
+func BenchmarkReserveFresh(b *testing.B) { storetest.BenchmarkReserve(b, benchStore(b), 0) }
+func BenchmarkReserveAfter1M(b *testing.B) {
+	storetest.BenchmarkReserve(b, benchStore(b), 1_000_000)
+}

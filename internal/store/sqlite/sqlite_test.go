@@ -3,11 +3,8 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -49,31 +46,21 @@ func TestDurable(t *testing.T) {
 	})
 }
 
-// benchmarkEnqueue measures the store alone: batches of size jobs with
-// random keys (the dedup index's worst case), each call durable on return.
-// Results are recorded in docs/benchmarks.md.
-func benchmarkEnqueue(b *testing.B, size int) {
+func benchStore(b *testing.B) store.Store {
 	s, err := sqlite.Open(context.Background(), sqlite.Options{Path: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
-	payload := make([]byte, 256)
-	b.ResetTimer()
-	for i := range b.N {
-		jobs := make([]store.EnqueueJob, size)
-		for k := range jobs {
-			key := fmt.Sprintf("bench-%d-%d", rand.Uint64(), i)
-			jobs[k] = store.EnqueueJob{Queue: "bench", JobType: "bench", Payload: payload, IdempotencyKey: &key,
-				DedupWindow: time.Hour, MaxAttempts: 25}
-		}
-		if _, err := s.EnqueueBatch(context.Background(), &store.EnqueueBatchParams{Jobs: jobs, Now: time.Now()}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "jobs/s")
+	b.Cleanup(func() { s.Close() })
+	return s
 }
 
-func BenchmarkEnqueue1(b *testing.B)   { benchmarkEnqueue(b, 1) }
-func BenchmarkEnqueue32(b *testing.B)  { benchmarkEnqueue(b, 32) }
-func BenchmarkEnqueue256(b *testing.B) { benchmarkEnqueue(b, 256) }
+// The storage micro-benchmarks of package storetest, the same as Pebble's.
+func BenchmarkEnqueue1(b *testing.B)     { storetest.BenchmarkEnqueue(b, benchStore(b), 1) }
+func BenchmarkEnqueue32(b *testing.B)    { storetest.BenchmarkEnqueue(b, benchStore(b), 32) }
+func BenchmarkEnqueue256(b *testing.B)   { storetest.BenchmarkEnqueue(b, benchStore(b), 256) }
+func BenchmarkEnqueueC32(b *testing.B)   { storetest.BenchmarkEnqueueConcurrent(b, benchStore(b), 32) }
+func BenchmarkReserveFresh(b *testing.B) { storetest.BenchmarkReserve(b, benchStore(b), 0) }
+func BenchmarkReserveAfter1M(b *testing.B) {
+	storetest.BenchmarkReserve(b, benchStore(b), 1_000_000)
+}
