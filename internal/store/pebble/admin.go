@@ -51,8 +51,8 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 		}); err != nil {
 			return err
 		}
-		return scan(db, []byte{kindPaused}, func(k, _ []byte) error {
-			stats(string(k[1:])).Paused = true
+		return scan(db, []byte{kindPaused}, func(k, v []byte) error {
+			stats(string(k[1:])).Paused = isPaused(v)
 			return nil
 		})
 	})
@@ -216,10 +216,13 @@ func (s *Store) PurgeDead(ctx context.Context, p *store.DeadJobsParams) (int, er
 
 // SetQueuePaused implements store.Admin.
 func (s *Store) SetQueuePaused(ctx context.Context, p *store.SetQueuePausedParams) error {
-	return s.submit(ctx, func(t *tx) error {
-		if p.Paused {
-			return t.set(pausedKey(p.Queue), nil)
-		}
-		return t.del(pausedKey(p.Queue))
-	})
+	// A resumed queue keeps its key, as SQLite keeps its row: ListQueues
+	// lists a queue once paused, even without jobs.
+	v := []byte{0}
+	if p.Paused {
+		v[0] = 1
+	}
+	return s.submit(ctx, func(t *tx) error { return t.set(pausedKey(p.Queue), v) })
 }
+
+func isPaused(v []byte) bool { return len(v) == 1 && v[0] == 1 }

@@ -182,7 +182,7 @@ func (s *Store) GetEffect(ctx context.Context, p *store.GetEffectParams) (*store
 func sweepEffects(t *tx, now int64, limit int) (int, error) {
 	prefix := []byte{kindEffectExp}
 	n := 0
-	err := t.walk(prefix, upTo(prefix, now), func(k, _ []byte) (bool, error) {
+	err := t.walk(prefix, upTo(prefix, now), true, func(k, _ []byte) (bool, error) {
 		if n == limit {
 			return false, nil
 		}

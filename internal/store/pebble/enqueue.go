@@ -43,6 +43,9 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 			if err != nil {
 				return
 			}
+			if !s.filter.mayContain(dedupName(k.Queue, k.Key)) {
+				return // certainly new: no record to read
+			}
 			var d *dedupRecord
 			if d, err = getDedup(t.b, k.Queue, k.Key); err == nil && d != nil {
 				stored[k] = d
@@ -84,6 +87,9 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 	for _, k := range g.Created {
 		e := g.Records[k]
 		d := dedupRecord{Record: e.Record, Hits: e.Hits}
+		// Into the filter before the record is written: a filter may hold a
+		// name that is not stored (a batch that failed), never the reverse.
+		s.filter.add(dedupName(k.Queue, k.Key))
 		if err := t.set(dedupKey(k.Queue, k.Key), encodeDedup(&d)); err != nil {
 			return err
 		}

@@ -161,7 +161,7 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 func sweepDedup(t *tx, now int64, limit int) (int, error) {
 	prefix := []byte{kindDedupExp}
 	n := 0
-	err := t.walk(prefix, upTo(prefix, now), func(k, _ []byte) (bool, error) {
+	err := t.walk(prefix, upTo(prefix, now), true, func(k, _ []byte) (bool, error) {
 		if n == limit {
 			return false, nil
 		}
@@ -193,7 +193,7 @@ func sweepDedup(t *tx, now int64, limit int) (int, error) {
 func sweepJobs(t *tx, c storerule.Retention, limit int) (int, error) {
 	prefix := finalizedPrefix(c.State)
 	n := 0
-	err := t.walk(prefix, upTo(prefix, c.Before), func(k, _ []byte) (bool, error) {
+	err := t.walk(prefix, upTo(prefix, c.Before), true, func(k, _ []byte) (bool, error) {
 		if n == limit {
 			return false, nil
 		}

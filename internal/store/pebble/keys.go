@@ -20,7 +20,7 @@ import (
 //	'l' lease_expires_at id                  → a reserved job's lease
 //	'x' expires_at len(queue) queue key      → a dedup record's expiry
 //	'f' state finalized_at id                → a finalized job, for retention
-//	'q' queue                                → a paused queue
+//	'q' queue                                → 1 while the queue is paused, 0 once resumed
 //	'e' len(scope) scope key                 → an effect record (encodeEffect)
 //	't' token                                → an effect's holder: len(scope) scope key
 //	'y' expires_at len(scope) scope key      → a completed effect's expiry

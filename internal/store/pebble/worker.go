@@ -21,7 +21,7 @@ const maxPromote = 4096
 func promoteDue(t *tx, now int64) error {
 	prefix := []byte{kindScheduled}
 	n := 0
-	return t.walk(prefix, upTo(prefix, now), func(k, v []byte) (bool, error) {
+	return t.walk(prefix, upTo(prefix, now), true, func(k, v []byte) (bool, error) {
 		if n == maxPromote {
 			return false, nil
 		}
@@ -50,7 +50,7 @@ func promoteDue(t *tx, now int64) error {
 func expireLeases(t *tx, now int64) (int, error) {
 	prefix := []byte{kindLease}
 	n := 0
-	err := t.walk(prefix, upTo(prefix, now), func(k, _ []byte) (bool, error) {
+	err := t.walk(prefix, upTo(prefix, now), true, func(k, _ []byte) (bool, error) {
 		var id store.JobID
 		copy(id[:], k[9:])
 		if err := t.del(k); err != nil {
@@ -157,16 +157,16 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 func readyJobs(t *tx, queues []string, max int, now int64) ([]candidate, error) {
 	var all []candidate
 	for _, q := range slices.Compact(slices.Sorted(slices.Values(queues))) {
-		_, paused, err := get(t.b, pausedKey(q))
+		v, _, err := get(t.b, pausedKey(q))
 		if err != nil {
 			return nil, err
 		}
-		if paused {
+		if isPaused(v) {
 			continue
 		}
 		prefix := readyPrefix(q)
 		n, behind := 0, false
-		err = t.walk(prefix, prefixEnd(prefix), func(k, _ []byte) (bool, error) {
+		err = t.walk(prefix, prefixEnd(prefix), false, func(k, _ []byte) (bool, error) {
 			if n == max {
 				return false, nil
 			}

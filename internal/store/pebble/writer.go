@@ -100,7 +100,21 @@ func (s *Store) writer() {
 			}
 		}
 		s.commit(group)
+		if s.filter.full() {
+			s.rebuildFilter()
+		}
 	}
+}
+
+// rebuildFilter replaces a key filter that has taken in all it was sized
+// for. The scan stalls the writer once per that many new keys; if it fails
+// the store goes on without a filter, reading every key.
+func (s *Store) rebuildFilter() {
+	f, err := buildKeyFilter(s.db)
+	if err != nil {
+		f = nil
+	}
+	s.filter = f
 }
 
 // commit runs group in one batch and answers every operation.
@@ -207,8 +221,12 @@ func (t *tx) setIndex(prefix, key, value []byte) error {
 
 // walk visits, in order, the entries of the index named prefix that lie
 // before upper, from the index's cursor, until fn returns false. fn gets
-// the key and value, valid only during the call.
-func (t *tx) walk(prefix, upper []byte, fn func(k, v []byte) (bool, error)) error {
+// the key and value, valid only during the call. With takesAll set, the
+// caller deletes every entry it visits; a walk that then reaches upper
+// leaves nothing live before it, so the cursor moves to upper, past the
+// tombstones of entries deleted out of order (a lease ended by Complete, a
+// record released) as well as those it took itself.
+func (t *tx) walk(prefix, upper []byte, takesAll bool, fn func(k, v []byte) (bool, error)) error {
 	lower := prefix
 	if c, ok := t.raised[string(prefix)]; ok {
 		lower = c
@@ -223,6 +241,7 @@ func (t *tx) walk(prefix, upper []byte, fn func(k, v []byte) (bool, error)) erro
 	if err != nil {
 		return err
 	}
+	exhausted := true
 	for ok := it.First(); ok; ok = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
@@ -235,11 +254,15 @@ func (t *tx) walk(prefix, upper []byte, fn func(k, v []byte) (bool, error)) erro
 			return err
 		}
 		if !more {
+			exhausted = false
 			break
 		}
 	}
 	if err := it.Close(); err != nil {
 		return err
+	}
+	if takesAll && exhausted {
+		t.raised[string(prefix)] = append([]byte(nil), upper...)
 	}
 	return nil
 }
