@@ -1,17 +1,28 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/storerule"
 )
+
+// isDeadlock reports a transaction PostgreSQL chose as a deadlock's victim
+// (and rolled back).
+func isDeadlock(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40P01"
+}
 
 func pgID(id store.JobID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
 
@@ -72,9 +83,18 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 	}
 	results := make([]store.EnqueueResult, len(jobs))
 	start := time.Now()
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return enqueueInTx(ctx, tx, p.Atomic, now, jobs, results)
-	})
+	for attempt := 1; ; attempt++ {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			clear(results)
+			return enqueueInTx(ctx, tx, p.Atomic, now, jobs, results)
+		})
+		// Claims are taken in key order, so enqueues do not deadlock each
+		// other; a deadlock with another kind of transaction (the sweeper)
+		// rolled everything back, and the batch runs again.
+		if !isDeadlock(err) || attempt == 3 {
+			break
+		}
+	}
 	if err == nil && s.onCommit != nil {
 		s.onCommit(1, len(jobs), time.Since(start))
 	}
@@ -99,21 +119,29 @@ const claimKeySQL = `INSERT INTO sepp_dedup (queue, key, job_id, first_enqueued_
 // where a record at or past its expiry counts as absent; a live record is
 // judged by storerule.Hit.
 func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []storerule.Job, results []store.EnqueueResult) error {
-	// Round 1: claim every key, in job order (a key twice in the batch:
-	// the second claim sees the first and returns no row).
-	claims := &pgx.Batch{}
+	// Round 1: claim every key. The claims lock dedup rows, so they go in
+	// (queue, key) order: two batches with the same keys in other orders,
+	// on any nodes, then wait for each other instead of deadlocking. The
+	// sort is stable, so of a key twice in one batch the first in job order
+	// claims and the second sees it and returns no row.
+	order := make([]int, 0, len(jobs))
 	for i := range jobs {
-		if pj := &jobs[i]; pj.Keyed {
-			claims.Queue(claimKeySQL, pj.Queue, []byte(pj.Key), pgID(pj.ID), now, now+pj.Window, pj.Fingerprint[:])
+		if jobs[i].Keyed {
+			order = append(order, i)
 		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Or(strings.Compare(jobs[a].Queue, jobs[b].Queue), strings.Compare(jobs[a].Key, jobs[b].Key))
+	})
+	claims := &pgx.Batch{}
+	for _, i := range order {
+		pj := &jobs[i]
+		claims.Queue(claimKeySQL, pj.Queue, []byte(pj.Key), pgID(pj.ID), now, now+pj.Window, pj.Fingerprint[:])
 	}
 	live := make([]bool, len(jobs)) // the key was live: a hit or a conflict
 	if claims.Len() > 0 {
 		br := tx.SendBatch(ctx, claims)
-		for i := range jobs {
-			if !jobs[i].Keyed {
-				continue
-			}
+		for _, i := range order {
 			var got pgtype.UUID
 			err := br.QueryRow().Scan(&got)
 			switch {
