@@ -15,7 +15,7 @@ import (
 
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server"
-	"github.com/sepp-dev/sepp/internal/store/sqlite"
+	"github.com/sepp-dev/sepp/internal/store/pebble"
 )
 
 // exampleServerURL is a real server the examples talk to, started by
@@ -32,7 +32,7 @@ func runTests(m *testing.M) int {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: dir})
+	st, err := pebble.Open(context.Background(), pebble.Options{Path: dir})
 	if err != nil {
 		panic(err)
 	}

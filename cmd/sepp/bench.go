@@ -171,7 +171,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", os.Getenv("SEPP_ADDR"), "server to load (env SEPP_ADDR); empty: start a server in this process on a fresh data directory")
 	fs.StringVar(&f.data, "data", "", "data directory of the server this command starts (default: a temporary directory, removed after)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client, and the server when in-process) to `file`")
-	fs.StringVar(&f.store, "store", "sqlite", "the store of the server this command starts: sqlite or pebble (the LSM store, not yet served by sepp serve)")
+	fs.StringVar(&f.store, "store", "pebble", "the store of the server this command starts: pebble (the embedded default) or sqlite (the previous embedded engine)")
 }
 
 // start starts the profile and, without -addr, an in-process server. It
@@ -226,7 +226,7 @@ func startBenchServer(dir, engine string) (stop func(), addr, where string, err 
 	switch engine {
 	case "sqlite":
 		st, err = sqlite.Open(context.Background(), sqlite.Options{Path: dir, OnCommit: onCommit})
-	case "pebble":
+	case "pebble", "embedded":
 		st, err = pebble.Open(context.Background(), pebble.Options{Path: dir, OnCommit: onCommit})
 	default:
 		err = fmt.Errorf("-store %q: want sqlite or pebble", engine)

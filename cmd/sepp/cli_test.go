@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	seppclient "github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
@@ -243,10 +244,47 @@ func TestMigrate(t *testing.T) {
 	cfg := filepath.Join(dir, "sepp.toml")
 	os.WriteFile(cfg, []byte("[storage]\npath = \""+filepath.Join(dir, "data")+"\"\n"), 0o644)
 	out, _, err := cli(t, "migrate", "--config", cfg)
-	if err != nil || !strings.Contains(out, "sqlite store in "+filepath.Join(dir, "data")+": schema up to date") {
+	if err != nil || !strings.Contains(out, "embedded store in "+filepath.Join(dir, "data")+": schema up to date") {
 		t.Fatalf("migrate: %v %q", err, out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "data", "sepp.db")); err != nil {
-		t.Fatalf("no database after migrate: %v", err)
+	if err := store.CheckNoPebble(filepath.Join(dir, "data")); err == nil {
+		t.Fatal("no Pebble database after migrate")
+	}
+}
+
+// TestWrongEngineDirectory: a data directory written by one embedded engine
+// is refused by the other, with the file that gave it away and what to do,
+// instead of being served as a new, empty store.
+func TestWrongEngineDirectory(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	embedded := filepath.Join(dir, "embedded.toml")
+	os.WriteFile(embedded, []byte("[storage]\npath = \""+data+"\"\n"), 0o644)
+	sqlite := filepath.Join(dir, "sqlite.toml")
+	os.WriteFile(sqlite, []byte("[storage]\nbackend = \"sqlite\"\npath = \""+data+"\"\n"), 0o644)
+
+	if out, _, err := cli(t, "migrate", "--config", sqlite); err != nil || !strings.Contains(out, "sqlite store in "+data) {
+		t.Fatalf("migrate on sqlite: %v %q", err, out)
+	}
+	_, _, err := cli(t, "migrate", "--config", embedded)
+	if err == nil || !strings.Contains(err.Error(), "open the embedded store in "+data+`: this directory holds a SQLite store (sepp.db); set backend = "sqlite"`) ||
+		!strings.Contains(err.Error(), "point path at a new directory") {
+		t.Fatalf("the embedded engine on a SQLite directory: %v", err)
+	}
+	if store.CheckNoPebble(data) != nil {
+		t.Fatal("the refused Open left Pebble files in the SQLite directory")
+	}
+
+	os.RemoveAll(data)
+	if _, _, err := cli(t, "migrate", "--config", embedded); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = cli(t, "migrate", "--config", sqlite)
+	if err == nil || !strings.Contains(err.Error(), "open the sqlite store in "+data+": this directory holds a Pebble store (") ||
+		!strings.Contains(err.Error(), `set backend = "embedded"`) {
+		t.Fatalf("sqlite on a Pebble directory: %v", err)
+	}
+	if store.CheckNoSQLite(data) != nil {
+		t.Fatal("the refused Open created a SQLite database in the Pebble directory")
 	}
 }

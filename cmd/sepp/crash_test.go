@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -15,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3"
-
 	"github.com/sepp-dev/sepp"
-	"github.com/sepp-dev/sepp/internal/store/sqlite"
+	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/pebble"
 )
 
 var (
@@ -222,39 +220,38 @@ feed:
 		return
 	}
 
-	// Stop the server and read the database: one job per key, no job
+	// Stop the server and read its store directly: one job per key, no job
 	// without a key.
 	p.signal(syscall.SIGTERM)
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(p.data, sqlite.DatabaseFile)+"?mode=ro")
+	st, err := pebble.Open(ctx, pebble.Options{Path: p.data})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT idempotency_key, count(*) FROM jobs GROUP BY idempotency_key`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
+	defer st.Close()
+	perKey := map[string]int{}
 	jobs := 0
-	for rows.Next() {
-		var key []byte
-		var n int
-		if err := rows.Scan(&key, &n); err != nil {
+	for after := (store.JobID{}); ; {
+		page, err := st.ListJobs(ctx, &store.ListJobsParams{After: after, Limit: 1000, Now: time.Now()})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if key == nil {
-			t.Fatalf("%d jobs without a key", n)
+		if len(page) == 0 {
+			break
 		}
-		if n != 1 {
-			t.Fatalf("key %s has %d jobs", key, n)
+		for _, j := range page {
+			if j.IdempotencyKey == nil {
+				t.Fatalf("job %x has no key", j.ID)
+			}
+			key := *j.IdempotencyKey
+			if perKey[key]++; perKey[key] > 1 {
+				t.Fatalf("key %s has %d jobs", key, perKey[key])
+			}
+			if _, ok := acked[key]; !ok {
+				t.Fatalf("job with key %s was never acknowledged to any producer", key)
+			}
+			jobs++
 		}
-		if _, ok := acked[string(key)]; !ok {
-			t.Fatalf("job with key %s was never acknowledged to any producer", key)
-		}
-		jobs++
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+		after = page[len(page)-1].ID
 	}
 	if jobs != len(acked) {
 		t.Fatalf("%d jobs stored for %d acknowledged keys", jobs, len(acked))

@@ -17,6 +17,7 @@ import (
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server"
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/pebble"
 	"github.com/sepp-dev/sepp/internal/store/postgres"
 	"github.com/sepp-dev/sepp/internal/store/sqlite"
 )
@@ -55,11 +56,15 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 
 	metrics := server.NewMetrics()
-	st, where, err := openStore(ctx, cfg, metrics)
+	st, engine, where, err := openStore(ctx, cfg, metrics)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	logger.Info("store opened", "backend", cfg.Storage.Backend, "engine", engine, "path", where)
+	if cfg.Storage.Backend == config.BackendSQLite {
+		logger.Warn(`backend = "sqlite" is the previous embedded engine and will be removed; the default, backend = "embedded", is the Pebble store`)
+	}
 
 	srv, err := server.New(server.Options{Config: cfg, Store: st, Logger: logger, Metrics: metrics})
 	if err != nil {
@@ -92,30 +97,44 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics) (store.Store, string, error) {
+// openStore opens the store that cfg.Storage.Backend names. It returns the
+// store, the engine's name ("pebble", "sqlite" or "postgres") and where its
+// data is (an absolute directory, or the database URL without its password).
+func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics) (store.Store, string, string, error) {
 	switch cfg.Storage.Backend {
-	case config.BackendSQLite:
-		abs, err := filepath.Abs(cfg.Storage.Path)
+	case config.BackendEmbedded:
+		abs := absPath(cfg.Storage.Path)
+		st, err := pebble.Open(ctx, pebble.Options{Path: cfg.Storage.Path, OnCommit: m.ObserveCommit})
 		if err != nil {
-			abs = cfg.Storage.Path
+			return nil, "", "", fmt.Errorf("open the embedded store in %s: %w", abs, err)
 		}
+		return st, "pebble", abs, nil
+	case config.BackendSQLite:
+		abs := absPath(cfg.Storage.Path)
 		st, err := sqlite.Open(ctx, sqlite.Options{Path: cfg.Storage.Path, OnCommit: m.ObserveCommit})
 		if err != nil {
-			return nil, "", fmt.Errorf("open the sqlite store in %s: %w", abs, err)
+			return nil, "", "", fmt.Errorf("open the sqlite store in %s: %w", abs, err)
 		}
-		return st, abs, nil
+		return st, "sqlite", abs, nil
 	case config.BackendPostgres:
 		st, err := postgres.Open(ctx, postgres.Options{URL: cfg.Storage.URL, MaxConns: int32(cfg.Storage.PoolSize), OnCommit: m.ObserveCommit})
 		if err != nil {
-			return nil, "", fmt.Errorf("open the postgres store (storage.url or SEPP_STORAGE_URL): %w", err)
+			return nil, "", "", fmt.Errorf("open the postgres store (storage.url or SEPP_STORAGE_URL): %w", err)
 		}
 		where := "the database at storage.url"
 		if u, err := url.Parse(cfg.Storage.URL); err == nil {
 			where = u.Redacted()
 		}
-		return st, where, nil
+		return st, "postgres", where, nil
 	}
-	return nil, "", fmt.Errorf("unknown storage backend %q", cfg.Storage.Backend)
+	return nil, "", "", fmt.Errorf("unknown storage backend %q", cfg.Storage.Backend)
+}
+
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -147,7 +166,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, where, err := openStore(context.Background(), cfg, server.NewMetrics())
+	st, _, where, err := openStore(context.Background(), cfg, server.NewMetrics())
 	if err != nil {
 		return err
 	}

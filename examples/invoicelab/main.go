@@ -30,7 +30,7 @@ import (
 	"github.com/sepp-dev/sepp/effect"
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server"
-	"github.com/sepp-dev/sepp/internal/store/sqlite"
+	"github.com/sepp-dev/sepp/internal/store/pebble"
 )
 
 // lease is the job lease of each case's queue: short, so redeliveries come fast.
@@ -225,7 +225,7 @@ func startServer() (stop func(), addr string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: dir})
+	st, err := pebble.Open(context.Background(), pebble.Options{Path: dir})
 	if err != nil {
 		return nil, "", err
 	}

@@ -10,7 +10,7 @@ const (
 	DefaultListen                 = "127.0.0.1:50051"
 	DefaultMaxPayloadBytes        = 1 << 20 // 1 MiB
 	DefaultMaxBatchSize           = 1000
-	DefaultBackend                = BackendSQLite
+	DefaultBackend                = BackendEmbedded
 	DefaultStoragePath            = "./sepp-data"
 	DefaultDedupWindowMs          = 24 * 60 * 60 * 1000 // 24 h
 	DefaultMaxIdempotencyKeyBytes = 256
@@ -81,8 +81,12 @@ type Backend string
 
 // The storage backends.
 const (
-	// BackendSQLite is the embedded backend; it keeps its data under
-	// StorageConfig.Path.
+	// BackendEmbedded is the embedded backend, the Pebble store
+	// (internal/store/pebble); it keeps its data under StorageConfig.Path.
+	BackendEmbedded Backend = "embedded"
+	// BackendSQLite is the previous embedded backend, the SQLite store
+	// (internal/store/sqlite), kept selectable so that a data directory it
+	// wrote can still be served; it will be removed.
 	BackendSQLite Backend = "sqlite"
 	// BackendPostgres uses the PostgreSQL database at StorageConfig.URL.
 	BackendPostgres Backend = "postgres"
@@ -90,10 +94,12 @@ const (
 
 // StorageConfig is the [storage] section.
 type StorageConfig struct {
-	// Backend is the storage backend, BackendSQLite or BackendPostgres.
-	// Default "sqlite"; env SEPP_STORAGE_BACKEND.
+	// Backend is the storage backend: BackendEmbedded, BackendPostgres, or
+	// BackendSQLite (the previous embedded engine). Default "embedded"; env
+	// SEPP_STORAGE_BACKEND.
 	Backend Backend `toml:"backend"`
-	// Path is the sqlite data directory. Default "./sepp-data";
+	// Path is the data directory of the embedded (or sqlite) store.
+	// Default "./sepp-data";
 	// env SEPP_STORAGE_PATH.
 	Path string `toml:"path"`
 	// URL is the postgres connection string, required when Backend is

@@ -74,7 +74,7 @@ func TestNoFileIsDefault(t *testing.T) {
 		t.Fatalf("Default() is invalid: %v", err)
 	}
 	if d.Server.Listen != "127.0.0.1:50051" || d.Server.Strict || d.Server.MaxPayloadBytes != 1048576 ||
-		d.Server.MaxBatchSize != 1000 || d.Storage.Backend != BackendSQLite || d.Storage.Path != "./sepp-data" ||
+		d.Server.MaxBatchSize != 1000 || d.Storage.Backend != BackendEmbedded || d.Storage.Path != "./sepp-data" ||
 		d.Storage.URL != "" || d.Storage.DedupWindow() != 24*time.Hour || d.Storage.MaxIdempotencyKeyBytes != 256 ||
 		d.Storage.SweepInterval() != time.Minute || d.Storage.CompletedRetention() != 24*time.Hour ||
 		d.Storage.DeadRetention() != 7*24*time.Hour {
@@ -149,8 +149,8 @@ max_payload_bytes = 1048576
 max_batch_size = 1000
 
 [storage]
-backend = "sqlite"             # embedded default; or "postgres"
-path = "./sepp-data"           # sqlite
+backend = "embedded"           # the default; or "postgres" (or "sqlite", the previous engine)
+path = "./sepp-data"           # embedded
 url = ""                       # postgres, e.g. postgres://user@127.0.0.1:5432/sepp
 dedup_window_ms = 86400000     # 24 h, the default window for every queue
 max_idempotency_key_bytes = 256
@@ -214,7 +214,7 @@ func TestBadFiles(t *testing.T) {
 		{"syntax: unquoted string", "[server]\nlisten = 127.0.0.1:50051\n", 2, "server.listen",
 			`sepp.toml:2: server.listen: TOML syntax error: expected newline but got U+002E '.'; put the value in double quotes, like "text" (the address to listen on, host:port; default "127.0.0.1:50051")`},
 		{"syntax: bare word", "[storage]\nbackend = postgres\n", 2, "storage.backend",
-			`sepp.toml:2: storage.backend: TOML syntax error: unexpected character U+0070 'p' at start of value; put the value in double quotes, like "text" (the storage backend, "sqlite" or "postgres"; default "sqlite")`},
+			`sepp.toml:2: storage.backend: TOML syntax error: unexpected character U+0070 'p' at start of value; put the value in double quotes, like "text" (the storage backend: "embedded", "postgres", or "sqlite" for a directory the previous engine wrote; default "embedded")`},
 		{"syntax: unclosed header", "\n[server\nlisten = \"x\"\n", 2, "",
 			`sepp.toml:2: TOML syntax error: expected ']' to close table name`},
 		{"syntax: unclosed array", "[[queues]]\nname = \"a\"\njob_types = [\"x\",\n", 3, "queues[0].job_types",
@@ -300,9 +300,11 @@ func TestBadFiles(t *testing.T) {
 		{"value: max_batch_size negative", "[server]\nmax_batch_size = -1\n", 2, "server.max_batch_size",
 			`sepp.toml:2: server.max_batch_size: must be > 0, got -1 (the most jobs one EnqueueBatch call may carry; default 1000)`},
 		{"value: backend", "[storage]\nbackend = \"mysql\"\n", 2, "storage.backend",
-			`sepp.toml:2: storage.backend: must be "sqlite" or "postgres", got "mysql" (the storage backend, "sqlite" or "postgres"; default "sqlite")`},
-		{"value: sqlite path empty", "[storage]\npath = \"\"\n", 2, "storage.path",
-			`sepp.toml:2: storage.path: must not be empty with backend = "sqlite" (the sqlite data directory; default "./sepp-data")`},
+			`sepp.toml:2: storage.backend: must be "embedded", "postgres" or "sqlite", got "mysql" (the storage backend: "embedded", "postgres", or "sqlite" for a directory the previous engine wrote; default "embedded")`},
+		{"value: embedded path empty", "[storage]\npath = \"\"\n", 2, "storage.path",
+			`sepp.toml:2: storage.path: must not be empty with backend = "embedded" (the embedded store's data directory; default "./sepp-data")`},
+		{"value: sqlite path empty", "[storage]\nbackend = \"sqlite\"\npath = \"\"\n", 3, "storage.path",
+			`sepp.toml:3: storage.path: must not be empty with backend = "sqlite" (the embedded store's data directory; default "./sepp-data")`},
 		{"value: postgres without url", "[storage]\n\nbackend = \"postgres\"\n", 3, "storage.backend",
 			`sepp.toml:3: storage.backend: is "postgres" but storage.url is not set; set url in [storage] or SEPP_STORAGE_URL, like postgres://user@127.0.0.1:5432/sepp`},
 		{"value: postgres with empty url", "[storage]\nbackend = \"postgres\"\nurl = \"\"\n", 3, "storage.url",
@@ -441,7 +443,7 @@ func TestEnv(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Server.Listen != DefaultListen || c.Storage.Backend != BackendSQLite {
+		if c.Server.Listen != DefaultListen || c.Storage.Backend != BackendEmbedded {
 			t.Errorf("got %+v", c)
 		}
 	})
@@ -461,7 +463,7 @@ func TestEnv(t *testing.T) {
 		want string
 	}{
 		{"backend", "", map[string]string{"SEPP_STORAGE_BACKEND": "mysql"}, "SEPP_STORAGE_BACKEND",
-			`SEPP_STORAGE_BACKEND: must be "sqlite" or "postgres", got "mysql" (from the environment: it overrides storage.backend, the storage backend, "sqlite" or "postgres"; default "sqlite")`},
+			`SEPP_STORAGE_BACKEND: must be "embedded", "postgres" or "sqlite", got "mysql" (from the environment: it overrides storage.backend, the storage backend: "embedded", "postgres", or "sqlite" for a directory the previous engine wrote; default "embedded")`},
 		{"listen", "", map[string]string{"SEPP_LISTEN": "50051"}, "SEPP_LISTEN",
 			`SEPP_LISTEN: must be host:port, like "127.0.0.1:50051" or ":50051", got "50051" (from the environment: it overrides server.listen, the address to listen on, host:port; default "127.0.0.1:50051")`},
 		{"postgres without url", "", map[string]string{"SEPP_STORAGE_BACKEND": "postgres"}, "SEPP_STORAGE_BACKEND",
@@ -706,5 +708,20 @@ func BenchmarkQueue(b *testing.B) {
 		_ = c.Queue("payments")
 		_ = c.Queue("other")
 		_ = c.Declared("emails")
+	}
+}
+
+func TestEmbeddedBackend(t *testing.T) {
+	c, err := Parse("sepp.toml", []byte("[storage]\nbackend = \"embedded\"\n"))
+	if err != nil || c.Storage.Backend != BackendEmbedded {
+		t.Fatalf("backend = \"embedded\": %+v %v", c, err)
+	}
+	c, err = LoadWith(writeFile(t, "[storage]\nbackend = \"sqlite\"\n"), env(map[string]string{"SEPP_STORAGE_BACKEND": "embedded"}))
+	if err != nil || c.Storage.Backend != BackendEmbedded {
+		t.Fatalf("SEPP_STORAGE_BACKEND=embedded: %+v %v", c, err)
+	}
+	c, err = Parse("sepp.toml", []byte("[storage]\nbackend = \"sqlite\"\n"))
+	if err != nil || c.Storage.Backend != BackendSQLite {
+		t.Fatalf("backend = \"sqlite\": %+v %v", c, err)
 	}
 }

@@ -30,9 +30,9 @@ func (c *Config) validate(file string, org origins) error {
 
 	st := c.Storage
 	switch st.Backend {
-	case BackendSQLite:
+	case BackendEmbedded, BackendSQLite:
 		if st.Path == "" {
-			v.bad("storage.path", `must not be empty with backend = "sqlite"`)
+			v.bad("storage.path", fmt.Sprintf("must not be empty with backend = %q", st.Backend))
 		}
 	case BackendPostgres:
 		switch {
@@ -46,7 +46,7 @@ func (c *Config) validate(file string, org origins) error {
 			}
 		}
 	default:
-		v.bad("storage.backend", fmt.Sprintf("must be %q or %q, got %q", BackendSQLite, BackendPostgres, st.Backend))
+		v.bad("storage.backend", fmt.Sprintf("must be %q, %q or %q, got %q", BackendEmbedded, BackendPostgres, BackendSQLite, st.Backend))
 	}
 	v.millis("storage.dedup_window_ms", st.DedupWindowMs)
 	v.positive("storage.max_idempotency_key_bytes", int64(st.MaxIdempotencyKeyBytes))

@@ -1,6 +1,6 @@
 // Package testserver starts a real Sepp server for tests: the real handlers on
-// a real loopback listener, over a real SQLite store in t.TempDir(), with a
-// clock the test controls.
+// a real loopback listener, over a real store of the embedded default engine
+// (Pebble) in t.TempDir(), with a clock the test controls.
 package testserver
 
 import (
@@ -14,7 +14,7 @@ import (
 
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server"
-	"github.com/sepp-dev/sepp/internal/store/sqlite"
+	"github.com/sepp-dev/sepp/internal/store/pebble"
 )
 
 // Clock is a settable clock. The zero value is not usable; use NewClock.
@@ -70,7 +70,7 @@ func Start(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatalf("testserver: config: %v", err)
 	}
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir()})
+	st, err := pebble.Open(context.Background(), pebble.Options{Path: t.TempDir()})
 	if err != nil {
 		t.Fatalf("testserver: open store: %v", err)
 	}

@@ -91,6 +91,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = 32 << 20
 	}
+	// A directory the SQLite store wrote is not opened as a new, empty
+	// Pebble store beside it.
+	if err := store.CheckNoSQLite(opts.Path); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(opts.Path, 0o755); err != nil {
 		return nil, fmt.Errorf("pebble: create data directory: %w", err)
 	}

@@ -2,7 +2,11 @@ package pebble_test
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
@@ -60,6 +64,34 @@ func TestDirectoryLocked(t *testing.T) {
 	if other, err := pebble.Open(context.Background(), pebble.Options{Path: dir}); err == nil {
 		other.Close()
 		t.Fatal("a second Open of a directory in use succeeded")
+	}
+}
+
+// TestRefusesSQLiteDirectory: a data directory the SQLite store wrote is
+// not opened as a new, empty Pebble store beside it; Open names the file and
+// says what to do, and leaves the directory as it was.
+func TestRefusesSQLiteDirectory(t *testing.T) {
+	for _, name := range []string{"sepp.db", "sepp.db-wal"} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("not really sqlite"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := pebble.Open(context.Background(), pebble.Options{Path: dir})
+		if err == nil {
+			s.Close()
+			t.Fatalf("%s: Open succeeded on a SQLite directory", name)
+		}
+		var fe *store.ForeignDataError
+		if !errors.As(err, &fe) || fe.File != name || fe.Engine != "SQLite" || fe.Backend != "sqlite" {
+			t.Fatalf("%s: got %v, want a ForeignDataError naming it", name, err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "holds a SQLite store ("+name+")") || !strings.Contains(msg, `set backend = "sqlite"`) || !strings.Contains(msg, "point path at a new directory") {
+			t.Fatalf("message %q does not say what to do", msg)
+		}
+		entries, _ := os.ReadDir(dir)
+		if len(entries) != 1 {
+			t.Fatalf("%s: Open wrote into the SQLite directory: %v", name, entries)
+		}
 	}
 }
 

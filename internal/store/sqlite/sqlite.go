@@ -29,7 +29,7 @@ import (
 var migrationFS embed.FS
 
 // DatabaseFile is the name of the database inside Options.Path.
-const DatabaseFile = "sepp.db"
+const DatabaseFile = store.SQLiteDatabaseFile
 
 // Options configure Open.
 type Options struct {
@@ -72,6 +72,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
+	}
+	// A directory the Pebble store wrote is not opened as a new, empty
+	// SQLite store beside it.
+	if err := store.CheckNoPebble(opts.Path); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(opts.Path, 0o755); err != nil {
 		return nil, fmt.Errorf("sqlite: create data directory: %w", err)
