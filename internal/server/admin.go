@@ -127,7 +127,7 @@ func (a *adminService) RequeueDeadJobs(ctx context.Context, req *seppv1.RequeueD
 		return nil, err
 	}
 	a.s.log.Info("dead jobs requeued", "queue", req.GetQueue(), "job_ids", len(req.GetJobIds()), "requeued", n)
-	a.s.notifyAll()
+	a.s.wake.NotifyPrefix("") // any queue may have got jobs
 	return &seppv1.RequeueDeadJobsResponse{Requeued: int64(n)}, nil
 }
 
@@ -165,7 +165,7 @@ func (a *adminService) setPaused(ctx context.Context, queue string, paused bool)
 		a.s.log.Info("queue resumed", "queue", queue)
 	}
 	if !paused {
-		a.s.notify.notify(queue)
+		a.s.wake.Notify(queue)
 	}
 	return nil
 }

@@ -13,15 +13,15 @@ import (
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/wakeup"
 )
 
 // Effect defaults and bounds, documented in docs/effects.md (The wire API).
 const (
-	maxEffectNameBytes   = 256
-	defaultEffectTTL     = 24 * time.Hour
-	defaultEffectLease   = 30 * time.Second
-	maxEffectWait        = 5 * time.Minute
-	effectRecheckCeiling = time.Second
+	maxEffectNameBytes = 256
+	defaultEffectTTL   = 24 * time.Hour
+	defaultEffectLease = 30 * time.Second
+	maxEffectWait      = 5 * time.Minute
 )
 
 // effectService implements EffectService for both stacks.
@@ -44,9 +44,13 @@ func checkEffectName(field, v string) *apiError {
 	return nil
 }
 
-// effectWaitKey names the notifier channel of one effect key.
+// effectWaitPrefix starts every effect's wake-up key; no queue name holds
+// a NUL, so these keys never meet a queue's.
+const effectWaitPrefix = "effect\x00"
+
+// effectWaitKey names the wake-up key of one effect key.
 func effectWaitKey(scope, key string) string {
-	return fmt.Sprintf("effect\x00%d\x00%s\x00%s", len(scope), scope, key)
+	return fmt.Sprintf(effectWaitPrefix+"%d\x00%s\x00%s", len(scope), scope, key)
 }
 
 func (e *effectService) ClaimEffect(ctx context.Context, req *seppv1.ClaimEffectRequest) (*seppv1.ClaimEffectResponse, error) {
@@ -69,44 +73,27 @@ func (e *effectService) ClaimEffect(ctx context.Context, req *seppv1.ClaimEffect
 	if wait < 0 || wait > maxEffectWait {
 		return nil, invalidField("wait_ms", "must be between 0 and %d, got %d", maxEffectWait.Milliseconds(), req.GetWaitMs())
 	}
-	deadline := time.Now().Add(wait)
-	wk := effectWaitKey(req.GetScope(), req.GetKey())
-	for {
-		wake, cancel := s.notify.wait([]string{wk})
-		c, err := s.store.ClaimEffect(ctx, &store.ClaimEffectParams{
-			Scope: req.GetScope(), Key: req.GetKey(), TTL: ttl, Lease: lease, Now: s.now(),
+	// Wait for the holder to complete or release (a notification), or its
+	// lease to end, or our wait to end.
+	var c *store.EffectClaim
+	_, err := s.wake.Wait(ctx, []string{effectWaitKey(req.GetScope(), req.GetKey())},
+		wakeup.WaitOptions{Deadline: time.Now().Add(wait)},
+		func() (bool, time.Duration, error) {
+			now := s.now()
+			var err error
+			c, err = s.store.ClaimEffect(ctx, &store.ClaimEffectParams{
+				Scope: req.GetScope(), Key: req.GetKey(), TTL: ttl, Lease: lease, Now: now,
+			})
+			if err != nil {
+				return true, 0, err
+			}
+			return c.State != store.EffectInProgress, max(c.LeaseExpiresAt.Sub(now), time.Millisecond), nil
 		})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		left := time.Until(deadline)
-		if c.State != store.EffectInProgress || left <= 0 {
-			cancel()
-			s.metrics.effectClaims.WithLabelValues(outcomeName(c.State)).Inc()
-			return claimResponse(c), nil
-		}
-		// Wait for the holder to complete or release (a notification), or
-		// its lease to end, or our wait to end.
-		t := time.NewTimer(min(left, max(time.Until(c.LeaseExpiresAt), time.Millisecond), effectRecheckCeiling))
-		select {
-		case <-wake:
-		case <-t.C:
-		case <-ctx.Done():
-		case <-s.stop:
-		}
-		t.Stop()
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		select {
-		case <-s.stop:
-			s.metrics.effectClaims.WithLabelValues(outcomeName(c.State)).Inc()
-			return claimResponse(c), nil
-		default:
-		}
+	if err != nil {
+		return nil, err
 	}
+	s.metrics.effectClaims.WithLabelValues(outcomeName(c.State)).Inc()
+	return claimResponse(c), nil
 }
 
 func outcomeName(st store.EffectState) string {
@@ -156,19 +143,7 @@ func parseEffectToken(token string) (store.LeaseToken, *apiError) {
 // effectDone wakes claims waiting on the effect the token held. The store
 // does not say which key a token held, so every effect waiter re-checks;
 // they are few and a re-check is one read.
-func (s *Server) effectDone() {
-	s.notify.mu.Lock()
-	var keys []string
-	for k := range s.notify.waiters {
-		if len(k) > 7 && k[:7] == "effect\x00" {
-			keys = append(keys, k)
-		}
-	}
-	s.notify.mu.Unlock()
-	for _, k := range keys {
-		s.notify.notify(k)
-	}
-}
+func (s *Server) effectDone() { s.wake.NotifyPrefix(effectWaitPrefix) }
 
 func (e *effectService) CompleteEffect(ctx context.Context, req *seppv1.CompleteEffectRequest) (*seppv1.CompleteEffectResponse, error) {
 	token, aerr := parseEffectToken(req.GetToken())

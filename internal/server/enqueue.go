@@ -132,7 +132,11 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 			slog.String("job_id", formatJobID(r.JobID)), slog.Bool("payload_mismatch", r.PayloadMismatch))
 	default:
 		s.metrics.enqueues.WithLabelValues(job.Queue, "created").Inc()
-		s.notify.notify(job.Queue)
+		if job.RunAt.IsZero() {
+			s.wake.Notify(job.Queue)
+		} else {
+			s.wake.At(job.Queue, job.RunAt) // now, when run_at has passed
+		}
 	}
 }
 

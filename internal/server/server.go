@@ -28,6 +28,7 @@ import (
 	"github.com/sepp-dev/sepp/gen/sepp/v1/seppv1connect"
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/wakeup"
 )
 
 // Options configure New.
@@ -62,7 +63,7 @@ type Server struct {
 	metrics *Metrics
 	clock   func() time.Time
 
-	notify notifier // wakes waiting Reserve calls
+	wake *wakeup.Hub // wakes waiting Reserve and ClaimEffect calls
 
 	grpc   *grpc.Server
 	http   *http.Server
@@ -116,6 +117,7 @@ func New(opts Options) (*Server, error) {
 
 		sweepBatch: opts.SweepBatch,
 	}
+	s.wake = wakeup.New(wakeup.Options{Now: s.now, Recheck: safetyRecheck})
 	jobs := &jobService{s: s}
 	workers := &workerService{s: s}
 	admin := &adminService{s: s}
@@ -193,20 +195,6 @@ func (s *Server) healthLoop() {
 	}
 }
 
-// notifyAll wakes every waiting Reserve (after a change that can make jobs
-// deliverable on any queue, such as a requeue of all dead jobs).
-func (s *Server) notifyAll() {
-	s.notify.mu.Lock()
-	queues := make([]string, 0, len(s.notify.waiters))
-	for q := range s.notify.waiters {
-		queues = append(queues, q)
-	}
-	s.notify.mu.Unlock()
-	for _, q := range queues {
-		s.notify.notify(q)
-	}
-}
-
 // now is the server's clock at the store's resolution (microseconds), so the
 // times a client sees are exactly the times stored.
 func (s *Server) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
@@ -236,7 +224,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
-			n.Listen(lctx, s.notify.notify, s.effectDone)
+			n.Listen(lctx, s.wake.Notify, s.effectDone)
 		}()
 	}
 	s.bg.Add(3)
@@ -271,7 +259,10 @@ func (s *Server) Serve(ln net.Listener) error {
 // ends, and stops the sweeper. Every acknowledged write is already durable, so
 // a shutdown cut short loses nothing that was acked.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.stopOnce.Do(func() { close(s.stop) })
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		s.wake.Close() // answers the waiting calls now
+	})
 	s.health.Shutdown()
 	s.mu.Lock()
 	if s.ln != nil {

@@ -56,6 +56,11 @@ func (s *Server) Sweep(ctx context.Context) (store.SweepResult, error) {
 		s.metrics.sweepDeleted.WithLabelValues("job").Add(float64(res.Jobs))
 		s.metrics.sweepDeleted.WithLabelValues("effect").Add(float64(res.Effects))
 		s.metrics.leaseExpired.Add(float64(res.LeasesExpired))
+		if res.LeasesExpired > 0 {
+			// Their jobs are deliverable again, on queues the result does
+			// not name.
+			s.wake.NotifyPrefix("")
+		}
 		if max(res.DedupRecords, res.Jobs, res.Effects) < s.sweepBatch {
 			if total.DedupRecords+total.Jobs+total.Effects > 0 {
 				s.log.Info("sweep", "dedup_records_deleted", total.DedupRecords, "jobs_deleted", total.Jobs,

@@ -14,16 +14,26 @@ import (
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/wakeup"
 )
 
 // Bounds on Reserve's arguments.
 const (
 	maxReserveJobs = 1000
 	maxWait        = 5 * time.Minute
-	// recheckEvery bounds how long a waiting Reserve goes without looking:
-	// enqueues wake it at once, but jobs also become due by their run-at, a
-	// retry's backoff or an expired lease, which nothing announces.
-	recheckEvery = 200 * time.Millisecond
+	// safetyRecheck: waiting Reserve and ClaimEffect calls wake by
+	// notification only (package wakeup): an enqueue, a requeue, a resume,
+	// an effect completed or released on this node; the same from other
+	// nodes through the store's Notifier (PostgreSQL LISTEN/NOTIFY); a
+	// run-at, a retry or a lease expiry this node learnt of, at its time
+	// (one timer for the earliest); the sweeper's release of expired leases.
+	// What no notification carries (a job another node scheduled for later,
+	// a lease another node handed out or that a worker extended, jobs stored
+	// before this process started) is found by a safety re-check at this
+	// interval: one waiter of each queue (and of each effect key) looks
+	// again, and one that finds jobs wakes the others of its queue. Such a
+	// job may so wait up to this long after it came due while workers wait.
+	safetyRecheck = 10 * time.Second
 )
 
 // workerService implements WorkerService for both stacks.
@@ -63,44 +73,29 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 	if wait < 0 || wait > maxWait {
 		return nil, invalidField("wait_ms", "must be between 0 and %d, got %d", maxWait.Milliseconds(), req.GetWaitMs())
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		wake, cancel := s.notify.wait(queues)
-		now := s.now()
-		jobs, err := s.store.Reserve(ctx, &store.ReserveParams{
-			Queues: queues, WorkerID: req.GetWorkerId(), Max: max, Lease: lease, Now: now,
+	var jobs []store.ReservedJob
+	var now time.Time
+	_, err := s.wake.Wait(ctx, queues, wakeup.WaitOptions{Deadline: time.Now().Add(wait)},
+		func() (bool, time.Duration, error) {
+			now = s.now()
+			var err error
+			jobs, err = s.store.Reserve(ctx, &store.ReserveParams{
+				Queues: queues, WorkerID: req.GetWorkerId(), Max: max, Lease: lease, Now: now,
+			})
+			return len(jobs) > 0, 0, err
 		})
-		if err != nil || len(jobs) > 0 || wait == 0 {
-			cancel()
-			if err != nil {
-				return nil, err
-			}
-			s.metrics.reserved.Add(float64(len(jobs)))
-			return s.reserved(jobs, now, lease), nil
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			cancel()
-			return &seppv1.ReserveResponse{}, nil
-		}
-		t := time.NewTimer(min(left, recheckEvery))
-		select {
-		case <-wake:
-		case <-t.C:
-		case <-ctx.Done():
-		case <-s.stop: // shutting down: answer the waiting worker now
-		}
-		t.Stop()
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		select {
-		case <-s.stop:
-			return &seppv1.ReserveResponse{}, nil
-		default:
+	if err != nil {
+		return nil, err
+	}
+	// Should a lease end without a Complete or Fail, its job is deliverable
+	// again then: wake this node's waiters at that time.
+	for i, r := range jobs {
+		if i == 0 || r.Job.Queue != jobs[i-1].Job.Queue || !r.LeaseExpiresAt.Equal(jobs[i-1].LeaseExpiresAt) {
+			s.wake.At(r.Job.Queue, r.LeaseExpiresAt)
 		}
 	}
+	s.metrics.reserved.Add(float64(len(jobs)))
+	return s.reserved(jobs, now, lease), nil
 }
 
 func (s *Server) reserved(jobs []store.ReservedJob, now time.Time, lease time.Duration) *seppv1.ReserveResponse {
@@ -207,7 +202,9 @@ func (w *workerService) Fail(ctx context.Context, req *seppv1.FailRequest) (*sep
 		return nil, aerr
 	}
 	now := s.now()
+	var jobQueue string
 	retryAt := func(queue string, attempts int32) time.Time {
+		jobQueue = queue
 		if req.RetryAfterMs != nil {
 			return now.Add(time.Duration(req.GetRetryAfterMs()) * time.Millisecond)
 		}
@@ -225,6 +222,9 @@ func (w *workerService) Fail(ctx context.Context, req *seppv1.FailRequest) (*sep
 	if res.State == store.JobStateScheduled {
 		out.NextRunAt = timestamppb.New(res.NextRunAt)
 		outcome = "retried"
+		if jobQueue != "" {
+			s.wake.At(jobQueue, res.NextRunAt) // the retry comes due then
+		}
 	}
 	if !res.AlreadyFailed { // a retried call was counted the first time
 		s.metrics.completions.WithLabelValues(outcome).Inc()
