@@ -52,6 +52,11 @@ type Store interface {
 	// Effects guards handlers' external effects.
 	Effects
 
+	// Ping proves that the stored data can be read, with one cheap read
+	// (the health check calls it every few seconds). It fails with
+	// ErrClosed after Close.
+	Ping(ctx context.Context) error
+
 	// Close releases the store's resources. Calls after Close fail with ErrClosed.
 	Close() error
 }

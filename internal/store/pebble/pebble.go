@@ -259,3 +259,21 @@ func (quietLogger) Infof(string, ...any) {}
 func (quietLogger) Errorf(format string, args ...any) { pebble.DefaultLogger.Errorf(format, args...) }
 
 func (quietLogger) Fatalf(format string, args ...any) { pebble.DefaultLogger.Fatalf(format, args...) }
+
+// Ping implements store.Store: it reads the layout version, a key every
+// database holds, so a store whose files cannot be read fails it.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.read(func(db *pebble.DB) error {
+		_, ok, err := get(db, schemaKey)
+		if err != nil {
+			return fmt.Errorf("pebble: read the schema version: %w", err)
+		}
+		if !ok {
+			return errors.New("pebble: the schema version is missing")
+		}
+		return nil
+	})
+}

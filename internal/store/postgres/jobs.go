@@ -367,3 +367,13 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 	}
 	return res, nil
 }
+
+// Ping implements store.Store: one read of the schema version, on a pooled
+// connection.
+func (s *Store) Ping(ctx context.Context) error {
+	var v int
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM sepp_schema_migrations`).Scan(&v); err != nil {
+		return translate(err)
+	}
+	return nil
+}

@@ -211,3 +211,16 @@ func (s *Store) checkOpen() error {
 		return nil
 	}
 }
+
+// Ping implements store.Store: one read of the schema version through the
+// read pool.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	var v int
+	if err := s.read.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		return fmt.Errorf("sqlite: read the schema version: %w", err)
+	}
+	return nil
+}

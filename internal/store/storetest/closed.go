@@ -13,6 +13,9 @@ import (
 func testClosedStoreRefusesCalls(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	res := enqueueOne(t, s, t0, job("q", "k"))
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping of an open store: %v", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -74,6 +77,7 @@ func testClosedStoreRefusesCalls(t *testing.T, s store.Store) {
 			_, err := s.ExtendEffectLease(ctx, &store.ExtendEffectLeaseParams{Lease: day, Now: t0})
 			return err
 		}},
+		{"Ping", func() error { return s.Ping(ctx) }},
 		{"GetEffect", func() error {
 			_, err := s.GetEffect(ctx, &store.GetEffectParams{Scope: "s", Key: "k", Now: t0})
 			return err
@@ -86,5 +90,23 @@ func testClosedStoreRefusesCalls(t *testing.T, s store.Store) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("a second Close: %v, want nil", err)
+	}
+}
+
+// testPingOpenStore checks that Ping succeeds on a new, empty store and on
+// one that holds data, and after a cancelled context fails.
+func testPingOpenStore(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping of an empty store: %v", err)
+	}
+	enqueueOne(t, s, t0, job("q", "k"))
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping of a store with a job: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Ping(cctx); err == nil {
+		t.Errorf("Ping with a cancelled context: nil, want an error")
 	}
 }

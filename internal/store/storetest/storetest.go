@@ -79,6 +79,7 @@ func Run(t *testing.T, open Opener) {
 		{"EffectConcurrentClaims", testEffectConcurrentClaims},
 		{"EffectSweep", testEffectSweep},
 		{"ClosedStoreRefusesCalls", testClosedStoreRefusesCalls},
+		{"PingOpenStore", testPingOpenStore},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
