@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -62,6 +63,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	defer st.Close()
 	logger.Info("store opened", "backend", cfg.Storage.Backend, "engine", engine, "path", where)
+	if rs, ok := st.(store.Recoverer); ok {
+		logRecovery(logger, rs.Recovery())
+		metrics.ObserveRecovery(rs.Recovery())
+	}
 	if cfg.Storage.Backend == config.BackendSQLite {
 		logger.Warn(`backend = "sqlite" is the previous embedded engine and will be removed; the default, backend = "embedded", is the Pebble store`)
 	}
@@ -128,6 +133,17 @@ func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics) (stor
 		return st, "postgres", where, nil
 	}
 	return nil, "", "", fmt.Errorf("unknown storage backend %q", cfg.Storage.Backend)
+}
+
+// logRecovery logs what the store replayed at Open: one INFO line, or a WARN
+// line naming what was found damaged and dropped.
+func logRecovery(logger *slog.Logger, r store.Recovery) {
+	args := []any{"wal_files", r.WALFiles, "wal_batches", r.WALBatches, "wal_keys", r.WALKeys, "dedup_records", r.DedupRecords}
+	if len(r.Damaged) == 0 {
+		logger.Info("store recovered", append(args, "damaged", 0)...)
+		return
+	}
+	logger.Warn("store recovered with damage: data was dropped", append(args, "damaged", len(r.Damaged), "what", strings.Join(r.Damaged, "; "))...)
 }
 
 func absPath(p string) string {

@@ -23,6 +23,8 @@ type Metrics struct {
 	commitTime   prometheus.Histogram
 	commitJobs   prometheus.Histogram
 	sweepDeleted *prometheus.CounterVec
+	recovered    *prometheus.GaugeVec
+	damaged      prometheus.Gauge
 }
 
 // NewMetrics creates the metrics in a registry of their own, with the Go
@@ -68,10 +70,28 @@ func NewMetrics() *Metrics {
 			Name: "sepp_sweep_deleted_total",
 			Help: "Rows deleted by the sweeper: expired dedup records, jobs past retention and effect records past their TTL.",
 		}, []string{"kind"}),
+		recovered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sepp_store_recovered",
+			Help: "What the store replayed when it opened: wal_files, wal_batches and wal_keys replayed from its write-ahead log, dedup_records found (embedded Pebble store only).",
+		}, []string{"what"}),
+		damaged: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sepp_store_recovery_damaged",
+			Help: "Things the store found damaged and dropped when it opened (a torn or damaged write-ahead log record); 0 when nothing was.",
+		}),
 	}
-	m.registry.MustRegister(m.enqueues, m.dedupHits, m.reserved, m.completions, m.leaseExpired, m.effectClaims, m.commitTime, m.commitJobs, m.sweepDeleted,
+	m.registry.MustRegister(m.enqueues, m.dedupHits, m.reserved, m.completions, m.leaseExpired, m.effectClaims, m.commitTime, m.commitJobs, m.sweepDeleted, m.recovered, m.damaged,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// ObserveRecovery records what the store replayed and found damaged at
+// Open.
+func (m *Metrics) ObserveRecovery(r store.Recovery) {
+	m.recovered.WithLabelValues("wal_files").Set(float64(r.WALFiles))
+	m.recovered.WithLabelValues("wal_batches").Set(float64(r.WALBatches))
+	m.recovered.WithLabelValues("wal_keys").Set(float64(r.WALKeys))
+	m.recovered.WithLabelValues("dedup_records").Set(float64(r.DedupRecords))
+	m.damaged.Set(float64(len(r.Damaged)))
 }
 
 // ObserveCommit records one group commit of the store.

@@ -515,3 +515,26 @@ type Notifier interface {
 	// It reconnects by itself after a lost connection.
 	Listen(ctx context.Context, onJobs func(queue string), onEffects func())
 }
+
+// Recovery is what a store found when it opened its data: what it replayed
+// and whether anything was damaged. Stores that replay a log of their own
+// (the Pebble store) implement Recoverer.
+type Recovery struct {
+	// WALFiles is the number of write-ahead log files replayed.
+	WALFiles int
+	// WALBatches and WALKeys count the committed batches and the keys in
+	// them replayed from the write-ahead log into the memtable.
+	WALBatches int64
+	WALKeys    int64
+	// DedupRecords is the number of dedup records found (counted at open).
+	DedupRecords int
+	// Damaged lists what was found damaged and dropped, one sentence each;
+	// empty when nothing was. A store that cannot read its data fails Open
+	// instead.
+	Damaged []string
+}
+
+// Recoverer is implemented by stores that report their recovery at Open.
+type Recoverer interface {
+	Recovery() Recovery
+}

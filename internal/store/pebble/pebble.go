@@ -67,6 +67,8 @@ type Store struct {
 
 	cursors cursors    // writer-only
 	filter  *keyFilter // writer-only; nil: every dedup lookup reads
+
+	recovery store.Recovery // what Open replayed and found damaged
 }
 
 var _ store.Store = (*Store)(nil)
@@ -105,12 +107,20 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebble: the data directory %s is in use; run one sepp per data directory: %w", opts.Path, err)
 	}
+	// Pebble drops a torn record at the end of the newest log silently;
+	// read it first, so the recovery report can say so.
+	torn, err := checkWALTail(opts.Path)
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("pebble: read the write-ahead log in %s: %w", opts.Path, err)
+	}
+	logger := &replayLogger{}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the database holds its own reference
 	po := &pebble.Options{
 		MemTableSize: opts.MemTableSize,
 		Cache:        cache,
-		Logger:       quietLogger{},
+		Logger:       logger,
 		Lock:         lock,
 	}
 	// Most dedup lookups are of keys that turn out to be new: a Bloom filter
@@ -120,7 +130,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	db, err := pebble.Open(opts.Path, po)
 	if err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("pebble: open %s: %w", opts.Path, err)
+		return nil, fmt.Errorf("pebble: open %s: %w", opts.Path, corruptionError(opts.Path, err))
 	}
 	s := &Store{
 		opts:    opts,
@@ -139,7 +149,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.filter, err = buildKeyFilter(db); err != nil {
 		db.Close()
 		lock.Close()
-		return nil, fmt.Errorf("pebble: read the dedup records: %w", err)
+		return nil, fmt.Errorf("pebble: read the dedup records: %w", corruptionError(opts.Path, err))
+	}
+	s.recovery.WALFiles, s.recovery.WALKeys, s.recovery.WALBatches = logger.figures()
+	s.recovery.DedupRecords = s.filter.added
+	if torn != "" {
+		s.recovery.Damaged = append(s.recovery.Damaged, torn)
 	}
 	go s.writer()
 	return s, nil
