@@ -81,6 +81,8 @@ func run() error {
 	pgVer := pgShow(ctx, "SHOW server_version")
 	syncCommit := pgShow(ctx, "SHOW synchronous_commit")
 	systems := []*system{
+		{name: "Sepp Pebble", sepp: true, fsync: true, durability: "fsync per group commit", version: "sepp (this repo), Pebble v2 (the embedded default)",
+			start: func(ctx context.Context, s *system) (instance, error) { return startSepp(ctx, "embedded", "") }},
 		{name: "Sepp SQLite", sepp: true, fsync: true, durability: "fsync per group commit", version: "sepp (this repo), SQLite",
 			start: func(ctx context.Context, s *system) (instance, error) { return startSepp(ctx, "sqlite", "") }},
 		{name: "Sepp PostgreSQL", sepp: true, fsync: true, durability: "synchronous_commit " + syncCommit, version: "sepp (this repo), PostgreSQL " + pgVer,
@@ -125,8 +127,11 @@ func run() error {
 			continue
 		}
 		backend := "sqlite"
-		if strings.Contains(s.name, "PostgreSQL") {
+		switch {
+		case strings.Contains(s.name, "PostgreSQL"):
 			backend = "postgres"
+		case strings.Contains(s.name, "Pebble"):
+			backend = "embedded"
 		}
 		progress("%s: W5 dedup memory, %d live keys", s.name, n(1_000_000))
 		m, err := runW5(ctx, backend)
@@ -411,7 +416,7 @@ func runW5(ctx context.Context, backend string) (memRow, error) {
 		return m, fmt.Errorf("%d dedup records, want %d", q.DedupRecords, m.keys)
 	}
 	m.rssAfter = vmRSS(inst.pid)
-	if backend == "sqlite" {
+	if backend != "postgres" {
 		m.disk = dirSize(inst.dir)
 	} else {
 		m.disk, _ = pgQueryInt(ctx, inst.dbName, "SELECT pg_database_size(current_database())")

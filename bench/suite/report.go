@@ -87,7 +87,7 @@ func report(systems []*system, res *results, mem []memRow, sweep []sweepRow) str
 		p("\n")
 	}
 	p("\nRatios: Sepp's best (either backend) over the best competitor; above 1 means Sepp is faster (W0: p50 latency, competitor/Sepp; others: throughput, Sepp/competitor). ")
-	p("*Equal durability* compares only systems that fsync every acknowledged write (Sepp SQLite and PostgreSQL, River, Asynq with appendfsync always); ")
+	p("*Equal durability* compares only systems that fsync every acknowledged write (Sepp Pebble, SQLite and PostgreSQL, River, Asynq with appendfsync always); ")
 	p("*any durability* also admits Asynq on Redis defaults and NATS at its default sync.\n\n")
 	p("| Workload | Sepp best | Best competitor, equal durability | Ratio | Best competitor, any durability | Ratio |\n|---|---|---|---|---|---|\n")
 	for _, id := range ids {

@@ -58,8 +58,8 @@ type seppInstance struct {
 	queue  string
 	stop   func()
 	pid    int
-	dir    string // sqlite data dir ("" on postgres)
-	dbName string // postgres database ("" on sqlite)
+	dir    string // embedded data dir ("" on postgres)
+	dbName string // postgres database ("" on the embedded stores)
 }
 
 // startSepp starts `sepp serve` built from the repository on a fresh store.
@@ -76,9 +76,9 @@ func startSepp(ctx context.Context, backend, config string) (*seppInstance, erro
 	env := append(os.Environ(), "SEPP_LISTEN="+addr)
 	inst := &seppInstance{queue: "bench"}
 	switch backend {
-	case "sqlite":
+	case "sqlite", "embedded":
 		inst.dir = filepath.Join(dir, "data")
-		env = append(env, "SEPP_STORAGE_BACKEND=sqlite", "SEPP_STORAGE_PATH="+inst.dir)
+		env = append(env, "SEPP_STORAGE_BACKEND="+backend, "SEPP_STORAGE_PATH="+inst.dir)
 	case "postgres":
 		inst.dbName, err = freshDB(ctx, "sepp")
 		if err != nil {
