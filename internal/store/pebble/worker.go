@@ -293,14 +293,11 @@ func failedBefore(r *record, token store.LeaseToken, res *store.FailResult) erro
 	if r == nil || !r.HasToken || r.LeaseToken != token {
 		return logicalError{store.ErrLeaseLost}
 	}
-	switch r.State {
-	case store.JobStateDead:
-		*res = store.FailResult{State: store.JobStateDead, AlreadyFailed: true}
-	case store.JobStateScheduled, store.JobStateAvailable:
-		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: storerule.FromMicros(r.RunAt), AlreadyFailed: true}
-	default:
+	repeat, ok := storerule.RepeatedFail(r.State, r.RunAt)
+	if !ok {
 		return logicalError{store.ErrLeaseLost}
 	}
+	*res = repeat
 	return nil
 }
 

@@ -166,18 +166,19 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 func failedBefore(ctx context.Context, tx pgx.Tx, p *store.FailParams, res *store.FailResult) error {
 	var state int16
 	var runAt int64
-	err := tx.QueryRow(ctx, `SELECT state, run_at FROM sepp_jobs WHERE id = $1 AND lease_token = $2 AND state IN (1, 2, 5)`,
+	err := tx.QueryRow(ctx, `SELECT state, run_at FROM sepp_jobs WHERE id = $1 AND lease_token = $2`,
 		pgID(p.ID), p.LeaseToken[:]).Scan(&state, &runAt)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrLeaseLost
-	case err != nil:
+	}
+	if err != nil {
 		return err
 	}
-	*res = store.FailResult{State: store.JobState(state), AlreadyFailed: true}
-	if res.State != store.JobStateDead {
-		res.State, res.NextRunAt = store.JobStateScheduled, fromMicros(runAt)
+	repeat, ok := storerule.RepeatedFail(store.JobState(state), runAt)
+	if !ok {
+		return store.ErrLeaseLost
 	}
+	*res = repeat
 	return nil
 }
 

@@ -268,19 +268,19 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 func failedBefore(ctx context.Context, tx *sql.Tx, p *store.FailParams, res *store.FailResult) error {
 	var state int
 	var runAt int64
-	err := tx.QueryRowContext(ctx, `SELECT state, run_at FROM jobs WHERE id = ? AND lease_token = ? AND state IN (?, ?, ?)`,
-		p.ID[:], p.LeaseToken[:], int(store.JobStateScheduled), int(store.JobStateAvailable), int(store.JobStateDead)).
-		Scan(&state, &runAt)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	err := tx.QueryRowContext(ctx, `SELECT state, run_at FROM jobs WHERE id = ? AND lease_token = ?`,
+		p.ID[:], p.LeaseToken[:]).Scan(&state, &runAt)
+	if errors.Is(err, sql.ErrNoRows) {
 		return logicalError{store.ErrLeaseLost}
-	case err != nil:
+	}
+	if err != nil {
 		return err
 	}
-	*res = store.FailResult{State: store.JobState(state), AlreadyFailed: true}
-	if res.State != store.JobStateDead {
-		res.State, res.NextRunAt = store.JobStateScheduled, time.UnixMicro(runAt).UTC()
+	repeat, ok := storerule.RepeatedFail(store.JobState(state), runAt)
+	if !ok {
+		return logicalError{store.ErrLeaseLost}
 	}
+	*res = repeat
 	return nil
 }
 

@@ -125,3 +125,18 @@ func JudgeClaim(e *EffectRecord, now int64) (claim store.EffectClaim, taken bool
 
 // LeaseEnd is the expiry of a lease of length d taken at now.
 func LeaseEnd(now int64, d time.Duration) int64 { return now + d.Microseconds() }
+
+// RepeatedFail judges a Fail whose token is the one the job was last leased
+// under but no longer holds the lease: while the job waits for its retry or
+// is dead, that token's own Fail left it so, and the call is a repeat whose
+// first answer was lost. It gets the job's state now. ok is false for any
+// other state (completed, cancelled, reserved again): the token is stale.
+func RepeatedFail(state store.JobState, runAt int64) (res store.FailResult, ok bool) {
+	switch state {
+	case store.JobStateDead:
+		return store.FailResult{State: store.JobStateDead, AlreadyFailed: true}, true
+	case store.JobStateScheduled, store.JobStateAvailable:
+		return store.FailResult{State: store.JobStateScheduled, NextRunAt: FromMicros(runAt), AlreadyFailed: true}, true
+	}
+	return store.FailResult{}, false
+}

@@ -295,3 +295,26 @@ func TestJudgeClaim(t *testing.T) {
 		t.Error("Held")
 	}
 }
+
+func TestRepeatedFail(t *testing.T) {
+	for _, tt := range []struct {
+		state store.JobState
+		ok    bool
+		want  store.JobState
+	}{
+		{store.JobStateScheduled, true, store.JobStateScheduled},
+		{store.JobStateAvailable, true, store.JobStateScheduled},
+		{store.JobStateDead, true, store.JobStateDead},
+		{store.JobStateCompleted, false, 0},
+		{store.JobStateCancelled, false, 0},
+		{store.JobStateReserved, false, 0},
+	} {
+		res, ok := RepeatedFail(tt.state, 1_000_000)
+		if ok != tt.ok || res.State != tt.want || ok != res.AlreadyFailed {
+			t.Errorf("RepeatedFail(%v): %+v %v", tt.state, res, ok)
+		}
+		if tt.want == store.JobStateScheduled && !res.NextRunAt.Equal(FromMicros(1_000_000)) {
+			t.Errorf("RepeatedFail(%v): next run %v", tt.state, res.NextRunAt)
+		}
+	}
+}
