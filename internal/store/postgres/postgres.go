@@ -66,12 +66,18 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
+		// A refused or broken connection is an outage the caller (sepp
+		// serve at start, its supervisor) can wait out; a refused login or
+		// an unknown database is not, and does not say to retry.
+		if errors.Is(translate(err), store.ErrUnavailable) {
+			return nil, fmt.Errorf("postgres: cannot reach the database at storage.url: %w; %w, retry", err, store.ErrUnavailable)
+		}
 		return nil, fmt.Errorf("postgres: cannot reach the database at storage.url: %w", err)
 	}
 	s := &Store{pool: pool, onCommit: opts.OnCommit}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, err
+		return nil, translate(err)
 	}
 	return s, nil
 }
