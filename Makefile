@@ -18,7 +18,7 @@ test:
 
 ## race: the race detector on the server, store and SDK
 race:
-	go test -race ./internal/server/... ./internal/store/... ./internal/testserver/... ./worker/... ./effect/... ./inbox/... .
+	go test -race ./internal/server/... ./internal/wakeup/... ./internal/sweep/... ./internal/store/... ./internal/testserver/... ./worker/... ./effect/... ./inbox/... .
 
 ## bench: keyed enqueue throughput, 100k jobs, 32 producers, 256-byte payloads
 bench:

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "github.com/mattn/go-sqlite3"
+	_ "modernc.org/sqlite" // pure Go: the inbox tests need no cgo
 
 	"github.com/sepp-dev/sepp"
 	"github.com/sepp-dev/sepp/effect"
@@ -34,7 +34,7 @@ func databases(t *testing.T) map[string]struct {
 		dialect inbox.Dialect
 		ph      func(n int) string
 	}{}
-	lite, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "app.db")+"?_journal_mode=WAL&_busy_timeout=5000")
+	lite, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "app.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestMessageDeliveredThreeTimes(t *testing.T) {
 }
 
 func TestEmptyIDs(t *testing.T) {
-	db, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "x.db"))
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "x.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
-// Command suite runs Sepp's side-by-side benchmark suite: Sepp on SQLite and
-// on PostgreSQL (a `sepp serve` built from this repository, driven through
+// Command suite runs Sepp's side-by-side benchmark suite: Sepp on its
+// embedded store (Pebble) and on PostgreSQL (a `sepp serve` built from this repository, driven through
 // the Go SDK), River on PostgreSQL, Asynq on Redis (the machine's, and one it
 // starts with appendfsync always) and NATS JetStream, on workloads W0–W6,
 // one system after another. It writes the section between
@@ -53,7 +53,7 @@ func run() error {
 	timeout := flag.Duration("timeout", 90*time.Minute, "bound on the whole run")
 	flag.Float64Var(&scale, "scale", 1, "multiply every workload's size (for a quick try: 0.05)")
 	only := flag.String("systems", "", "comma-separated system names to run (default: all)")
-	onlyW := flag.String("workloads", "", "comma-separated workloads to run: W0,W1,W2,W3,W4b100,W4b1000,W5 (W5 includes W6) (default: all)")
+	onlyW := flag.String("workloads", "", "comma-separated workloads to run: W0,W1,W2,W3,W4b100,W4b1000,W5 (W5 includes W6),W3aged (default: all)")
 	doc := flag.String("doc", "docs/benchmarks.md", "markdown file whose suite section is rewritten (empty: print only)")
 	flag.Parse()
 	if _, err := os.Stat("cmd/sepp"); err != nil {
@@ -83,8 +83,6 @@ func run() error {
 	systems := []*system{
 		{name: "Sepp Pebble", sepp: true, fsync: true, durability: "fsync per group commit", version: "sepp (this repo), Pebble v2 (the embedded default)",
 			start: func(ctx context.Context, s *system) (instance, error) { return startSepp(ctx, "embedded", "") }},
-		{name: "Sepp SQLite", sepp: true, fsync: true, durability: "fsync per group commit", version: "sepp (this repo), SQLite",
-			start: func(ctx context.Context, s *system) (instance, error) { return startSepp(ctx, "sqlite", "") }},
 		{name: "Sepp PostgreSQL", sepp: true, fsync: true, durability: "synchronous_commit " + syncCommit, version: "sepp (this repo), PostgreSQL " + pgVer,
 			start: func(ctx context.Context, s *system) (instance, error) { return startSepp(ctx, "postgres", "") }},
 		{name: "River", fsync: true, durability: "synchronous_commit " + syncCommit, version: "river v0.51.2 (riverpgxv5), PostgreSQL " + pgVer,
@@ -122,16 +120,27 @@ func run() error {
 	}
 	var memRows []memRow
 	var sweepRows []sweepRow
+	var agedRows []agedRow
 	for _, s := range systems {
-		if !s.sepp || (*onlyW != "" && !slices.Contains(strings.Split(*onlyW, ","), "W5")) {
+		if !s.sepp {
 			continue
 		}
-		backend := "sqlite"
-		switch {
-		case strings.Contains(s.name, "PostgreSQL"):
+		backend := "embedded"
+		if strings.Contains(s.name, "PostgreSQL") {
 			backend = "postgres"
-		case strings.Contains(s.name, "Pebble"):
-			backend = "embedded"
+		}
+		if *onlyW == "" || slices.Contains(strings.Split(*onlyW, ","), "W3aged") {
+			progress("%s: W3 on a queue that processed %d jobs", s.name, n(1_000_000))
+			a, err := runAged(ctx, backend)
+			if err != nil {
+				a.err = err.Error()
+			}
+			a.system = s.name
+			agedRows = append(agedRows, a)
+			progress("%s: W3aged: %+v", s.name, a)
+		}
+		if *onlyW != "" && !slices.Contains(strings.Split(*onlyW, ","), "W5") {
+			continue
 		}
 		progress("%s: W5 dedup memory, %d live keys", s.name, n(1_000_000))
 		m, err := runW5(ctx, backend)
@@ -150,7 +159,7 @@ func run() error {
 		sweepRows = append(sweepRows, sw)
 		progress("%s: W6: %+v", s.name, sw)
 	}
-	section := report(systems, res, memRows, sweepRows)
+	section := report(systems, res, memRows, sweepRows, agedRows)
 	if *doc == "" {
 		fmt.Println(section)
 		return nil
@@ -208,20 +217,26 @@ var workloads = []workload{
 		return enqueueLoad(ctx, inst, keys, 32, k)
 	}},
 	{"W3", "W3 enqueue 50,000 then process with 32 workers", func(ctx context.Context, inst instance) *cell {
-		N := n(50_000)
-		c := enqueueLoad(ctx, inst, uniqueKeys(N), 32, N)
-		if c.failed {
-			return c
-		}
-		el, err := inst.process(ctx, N, 32)
-		if err != nil {
-			return &cell{failed: true, text: "FAILED: " + err.Error()}
-		}
-		r := float64(N) / el.Seconds()
-		return &cell{rate: r, text: fmt.Sprintf("%.0f jobs/s", r)}
+		return w3(ctx, inst)
 	}},
 	{"W4b100", "W4 batch keyed enqueue, batches of 100", func(ctx context.Context, inst instance) *cell { return batchLoad(ctx, inst, 100) }},
 	{"W4b1000", "W4 batch keyed enqueue, batches of 1,000", func(ctx context.Context, inst instance) *cell { return batchLoad(ctx, inst, 1000) }},
+}
+
+// w3 enqueues 50,000 unique keyed jobs, then times their processing by 32
+// workers.
+func w3(ctx context.Context, inst instance) *cell {
+	N := n(50_000)
+	c := enqueueLoad(ctx, inst, uniqueKeys(N), 32, N)
+	if c.failed {
+		return c
+	}
+	el, err := inst.process(ctx, N, 32)
+	if err != nil {
+		return &cell{failed: true, text: "FAILED: " + err.Error()}
+	}
+	r := float64(N) / el.Seconds()
+	return &cell{rate: r, text: fmt.Sprintf("%.0f jobs/s", r)}
 }
 
 func runWorkload(ctx context.Context, s *system, w workload) *cell {
@@ -242,8 +257,12 @@ func uniqueKeys(n int) []int {
 }
 
 // enqueueLoad sends one keyed enqueue per entry of keys from c producers and
-// checks that exactly want jobs are stored.
+// checks that exactly want jobs were created and stored.
 func enqueueLoad(ctx context.Context, inst instance, keys []int, c, want int) *cell {
+	before, err := inst.stored(ctx)
+	if err != nil {
+		return &cell{failed: true, text: "FAILED counting: " + err.Error()}
+	}
 	run := randomHex(4)
 	lat := make([]time.Duration, len(keys))
 	var next, created, failed atomic.Int64
@@ -281,6 +300,7 @@ func enqueueLoad(ctx context.Context, inst instance, keys []int, c, want int) *c
 	if err != nil {
 		return &cell{failed: true, text: "FAILED counting: " + err.Error()}
 	}
+	stored -= before
 	slices.Sort(lat)
 	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(float64(len(lat))*p))] }
 	cl := &cell{rate: float64(len(keys)) / el.Seconds(), p50: pct(0.5), p99: pct(0.99), stored: stored}
@@ -354,11 +374,11 @@ type memRow struct {
 }
 
 // loadKeys enqueues n unique keyed jobs in batches of 1,000 from 4
-// producers, on queue.
-func loadKeys(ctx context.Context, inst *seppInstance, queue string, N int) error {
-	saved := inst.queue
-	inst.queue = queue
-	defer func() { inst.queue = saved }()
+// producers, on queue, with body as each job's payload.
+func loadKeys(ctx context.Context, inst *seppInstance, queue string, N int, body []byte) error {
+	saved, savedBody := inst.queue, inst.payload
+	inst.queue, inst.payload = queue, body
+	defer func() { inst.queue, inst.payload = saved, savedBody }()
 	run := randomHex(4)
 	const size = 1000
 	nb := (N + size - 1) / size
@@ -405,7 +425,7 @@ func runW5(ctx context.Context, backend string) (memRow, error) {
 	}
 	defer inst.close()
 	m.rssBefore = vmRSS(inst.pid)
-	if err := loadKeys(ctx, inst, "w5", m.keys); err != nil {
+	if err := loadKeys(ctx, inst, "w5", m.keys, nil); err != nil {
 		return m, err
 	}
 	q, err := inst.queueInfo(ctx, "w5")
@@ -423,6 +443,56 @@ func runW5(ctx context.Context, backend string) (memRow, error) {
 		m.dedupRel, _ = pgQueryInt(ctx, inst.dbName, "SELECT pg_total_relation_size('sepp_dedup')")
 	}
 	return m, nil
+}
+
+// agedRow is W3 on a fresh queue against W3 on a queue that first
+// processed aged jobs, on one server.
+type agedRow struct {
+	system        string
+	aged          int
+	fresh, after  float64 // W3 jobs/s
+	agingDuration time.Duration
+	err           string
+}
+
+// runAged runs W3 on a fresh server, then on a second fresh server whose
+// queue first took and processed 1,000,000 jobs (loaded in batches, then
+// handled by the same 32 workers), so that every index W3 reads from its
+// head starts behind a million entries already taken.
+func runAged(ctx context.Context, backend string) (agedRow, error) {
+	a := agedRow{aged: n(1_000_000)}
+	inst, err := startSepp(ctx, backend, "")
+	if err != nil {
+		return a, err
+	}
+	c := w3(ctx, inst)
+	inst.close()
+	if c.failed {
+		return a, fmt.Errorf("W3 fresh: %s", c.text)
+	}
+	a.fresh = c.rate
+	if inst, err = startSepp(ctx, backend, ""); err != nil {
+		return a, err
+	}
+	defer inst.close()
+	t0 := time.Now()
+	for done := 0; done < a.aged; {
+		step := min(a.aged-done, 100_000)
+		if err := loadKeys(ctx, inst, inst.queue, step, payload); err != nil {
+			return a, err
+		}
+		if _, err := inst.process(ctx, step, 32); err != nil {
+			return a, fmt.Errorf("aging: %w", err)
+		}
+		done += step
+		progress("  aged %d of %d", done, a.aged)
+	}
+	a.agingDuration = time.Since(t0)
+	if c = w3(ctx, inst); c.failed {
+		return a, fmt.Errorf("W3 after aging: %s", c.text)
+	}
+	a.after = c.rate
+	return a, nil
 }
 
 type sweepRow struct {
@@ -457,7 +527,7 @@ func runW6(ctx context.Context, backend string) (sweepRow, error) {
 	}
 	defer inst.close()
 	t0 := time.Now()
-	if err := loadKeys(ctx, inst, "expiring", sw.expiring); err != nil {
+	if err := loadKeys(ctx, inst, "expiring", sw.expiring, payload); err != nil {
 		return sw, err
 	}
 	progress("  loaded %d expiring keys in %v; W1 starts when the first expire", sw.expiring, time.Since(t0).Round(time.Millisecond))

@@ -54,12 +54,13 @@ type system struct {
 // ---------- Sepp ----------
 
 type seppInstance struct {
-	client *sepp.Client
-	queue  string
-	stop   func()
-	pid    int
-	dir    string // embedded data dir ("" on postgres)
-	dbName string // postgres database ("" on the embedded stores)
+	client  *sepp.Client
+	queue   string
+	payload []byte // each enqueued job's payload
+	stop    func()
+	pid     int
+	dir     string // embedded data dir ("" on postgres)
+	dbName  string // postgres database ("" on the embedded stores)
 }
 
 // startSepp starts `sepp serve` built from the repository on a fresh store.
@@ -74,11 +75,11 @@ func startSepp(ctx context.Context, backend, config string) (*seppInstance, erro
 		return nil, err
 	}
 	env := append(os.Environ(), "SEPP_LISTEN="+addr)
-	inst := &seppInstance{queue: "bench"}
+	inst := &seppInstance{queue: "bench", payload: payload}
 	switch backend {
-	case "sqlite", "embedded":
+	case "embedded":
 		inst.dir = filepath.Join(dir, "data")
-		env = append(env, "SEPP_STORAGE_BACKEND="+backend, "SEPP_STORAGE_PATH="+inst.dir)
+		env = append(env, "SEPP_STORAGE_BACKEND=embedded", "SEPP_STORAGE_PATH="+inst.dir)
 	case "postgres":
 		inst.dbName, err = freshDB(ctx, "sepp")
 		if err != nil {
@@ -117,7 +118,7 @@ func startSepp(ctx context.Context, backend, config string) (*seppInstance, erro
 }
 
 func (s *seppInstance) enqueue(ctx context.Context, key string) (bool, error) {
-	ack, err := s.client.Enqueue(ctx, sepp.EnqueueRequest{Queue: s.queue, JobType: "bench", Payload: payload, IdempotencyKey: sepp.Key(key)})
+	ack, err := s.client.Enqueue(ctx, sepp.EnqueueRequest{Queue: s.queue, JobType: "bench", Payload: s.payload, IdempotencyKey: sepp.Key(key)})
 	if err != nil {
 		return false, err
 	}
@@ -127,7 +128,7 @@ func (s *seppInstance) enqueue(ctx context.Context, key string) (bool, error) {
 func (s *seppInstance) enqueueBatch(ctx context.Context, keys []string) (int, error) {
 	reqs := make([]sepp.EnqueueRequest, len(keys))
 	for i, k := range keys {
-		reqs[i] = sepp.EnqueueRequest{Queue: s.queue, JobType: "bench", Payload: payload, IdempotencyKey: sepp.Key(k)}
+		reqs[i] = sepp.EnqueueRequest{Queue: s.queue, JobType: "bench", Payload: s.payload, IdempotencyKey: sepp.Key(k)}
 	}
 	res, err := s.client.EnqueueBatch(ctx, reqs, sepp.BatchOptions{})
 	if err != nil {

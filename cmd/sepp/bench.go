@@ -21,9 +21,7 @@ import (
 	"github.com/sepp-dev/sepp"
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server"
-	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/pebble"
-	"github.com/sepp-dev/sepp/internal/store/sqlite"
 )
 
 // runBenchEnqueue sends N keyed enqueues from C concurrent producers and
@@ -164,14 +162,13 @@ func benchKeys(n int, dup float64) []int {
 // benchFlags are the flags every bench command takes: where the server is,
 // and profiling.
 type benchFlags struct {
-	addr, data, cpuProfile, store string
+	addr, data, cpuProfile string
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", os.Getenv("SEPP_ADDR"), "server to load (env SEPP_ADDR); empty: start a server in this process on a fresh data directory")
 	fs.StringVar(&f.data, "data", "", "data directory of the server this command starts (default: a temporary directory, removed after)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client, and the server when in-process) to `file`")
-	fs.StringVar(&f.store, "store", "pebble", "the store of the server this command starts: pebble (the embedded default) or sqlite (the previous embedded engine)")
 }
 
 // start starts the profile and, without -addr, an in-process server. It
@@ -193,20 +190,20 @@ func (f *benchFlags) start(stdout io.Writer) (target string, stop func(), err er
 	if f.addr != "" {
 		return f.addr, stop, nil
 	}
-	stopServer, started, dir, err := startBenchServer(f.data, f.store)
+	stopServer, started, dir, err := startBenchServer(f.data)
 	if err != nil {
 		stop()
 		return "", nil, err
 	}
 	undo = append(undo, stopServer)
-	fmt.Fprintf(stdout, "server:    in-process, %s in %s, listening on %s\n", f.store, dir, started)
+	fmt.Fprintf(stdout, "server:    in-process, embedded store in %s, listening on %s\n", dir, started)
 	return started, stop, nil
 }
 
 // startBenchServer runs a real server in this process on a random loopback
 // port, with logs off (one log line per dedup hit would measure the
 // terminal). It returns a function that stops it.
-func startBenchServer(dir, engine string) (stop func(), addr, where string, err error) {
+func startBenchServer(dir string) (stop func(), addr, where string, err error) {
 	cleanup := func() {}
 	if dir == "" {
 		dir, err = os.MkdirTemp("", "sepp-bench-")
@@ -222,15 +219,7 @@ func startBenchServer(dir, engine string) (stop func(), addr, where string, err 
 		metrics.ObserveCommit(ops, jobs, d)
 		benchCommits.observe(ops, jobs, d)
 	}
-	var st store.Store
-	switch engine {
-	case "sqlite":
-		st, err = sqlite.Open(context.Background(), sqlite.Options{Path: dir, OnCommit: onCommit})
-	case "pebble", "embedded":
-		st, err = pebble.Open(context.Background(), pebble.Options{Path: dir, OnCommit: onCommit})
-	default:
-		err = fmt.Errorf("-store %q: want sqlite or pebble", engine)
-	}
+	st, err := pebble.Open(context.Background(), pebble.Options{Path: dir, OnCommit: onCommit})
 	if err != nil {
 		cleanup()
 		return nil, "", "", err

@@ -247,44 +247,38 @@ func TestMigrate(t *testing.T) {
 	if err != nil || !strings.Contains(out, "embedded store in "+filepath.Join(dir, "data")+": schema up to date") {
 		t.Fatalf("migrate: %v %q", err, out)
 	}
-	if err := store.CheckNoPebble(filepath.Join(dir, "data")); err == nil {
-		t.Fatal("no Pebble database after migrate")
+	if m, _ := filepath.Glob(filepath.Join(dir, "data", "MANIFEST-*")); len(m) == 0 {
+		t.Fatal("no Pebble database (MANIFEST-*) after migrate")
 	}
 }
 
-// TestWrongEngineDirectory: a data directory written by one embedded engine
-// is refused by the other, with the file that gave it away and what to do,
-// instead of being served as a new, empty store.
-func TestWrongEngineDirectory(t *testing.T) {
+// TestRemovedSQLiteEngine: backend = "sqlite", the earlier embedded engine,
+// is refused with what to do instead, and a data directory that engine wrote
+// is refused by the embedded store, with the file that gave it away, instead
+// of being served as a new, empty store beside the jobs it holds.
+func TestRemovedSQLiteEngine(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	embedded := filepath.Join(dir, "embedded.toml")
-	os.WriteFile(embedded, []byte("[storage]\npath = \""+data+"\"\n"), 0o644)
 	sqlite := filepath.Join(dir, "sqlite.toml")
 	os.WriteFile(sqlite, []byte("[storage]\nbackend = \"sqlite\"\npath = \""+data+"\"\n"), 0o644)
-
-	if out, _, err := cli(t, "migrate", "--config", sqlite); err != nil || !strings.Contains(out, "sqlite store in "+data) {
-		t.Fatalf("migrate on sqlite: %v %q", err, out)
+	_, stderr, err := cli(t, "migrate", "--config", sqlite)
+	if err == nil || !strings.Contains(err.Error()+stderr, `storage.backend: "sqlite", the earlier embedded engine, was removed; set "embedded"`) {
+		t.Fatalf("backend = \"sqlite\": %v %q", err, stderr)
 	}
-	_, _, err := cli(t, "migrate", "--config", embedded)
-	if err == nil || !strings.Contains(err.Error(), "open the embedded store in "+data+`: this directory holds a SQLite store (sepp.db); set backend = "sqlite"`) ||
-		!strings.Contains(err.Error(), "point path at a new directory") {
-		t.Fatalf("the embedded engine on a SQLite directory: %v", err)
-	}
-	if store.CheckNoPebble(data) != nil {
-		t.Fatal("the refused Open left Pebble files in the SQLite directory")
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("the refused config created %s: %v", data, err)
 	}
 
-	os.RemoveAll(data)
-	if _, _, err := cli(t, "migrate", "--config", embedded); err != nil {
-		t.Fatal(err)
+	os.MkdirAll(data, 0o755)
+	os.WriteFile(filepath.Join(data, store.SQLiteDatabaseFile), []byte("an earlier release's database"), 0o644)
+	embedded := filepath.Join(dir, "embedded.toml")
+	os.WriteFile(embedded, []byte("[storage]\npath = \""+data+"\"\n"), 0o644)
+	_, stderr, err = cli(t, "migrate", "--config", embedded)
+	if err == nil || !strings.Contains(err.Error()+stderr, "open the embedded store in "+data+": this directory holds a SQLite store (sepp.db)") ||
+		!strings.Contains(err.Error()+stderr, "drain its jobs with the release that wrote it, then point path at a new directory") {
+		t.Fatalf("the embedded engine on a SQLite directory: %v %q", err, stderr)
 	}
-	_, _, err = cli(t, "migrate", "--config", sqlite)
-	if err == nil || !strings.Contains(err.Error(), "open the sqlite store in "+data+": this directory holds a Pebble store (") ||
-		!strings.Contains(err.Error(), `set backend = "embedded"`) {
-		t.Fatalf("sqlite on a Pebble directory: %v", err)
-	}
-	if store.CheckNoSQLite(data) != nil {
-		t.Fatal("the refused Open created a SQLite database in the Pebble directory")
+	if entries, _ := os.ReadDir(data); len(entries) != 1 {
+		t.Fatalf("the refused Open wrote into the SQLite directory: %v", entries)
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/pebble"
 	"github.com/sepp-dev/sepp/internal/store/postgres"
-	"github.com/sepp-dev/sepp/internal/store/sqlite"
 )
 
 // shutdownGrace is how long in-flight calls may run after SIGTERM.
@@ -67,9 +66,6 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		logRecovery(logger, rs.Recovery())
 		metrics.ObserveRecovery(rs.Recovery())
 	}
-	if cfg.Storage.Backend == config.BackendSQLite {
-		logger.Warn(`backend = "sqlite" is the previous embedded engine and will be removed; the default, backend = "embedded", is the Pebble store`)
-	}
 
 	srv, err := server.New(server.Options{Config: cfg, Store: st, Logger: logger, Metrics: metrics})
 	if err != nil {
@@ -103,7 +99,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 }
 
 // openStore opens the store that cfg.Storage.Backend names. It returns the
-// store, the engine's name ("pebble", "sqlite" or "postgres") and where its
+// store, the engine's name ("pebble" or "postgres") and where its
 // data is (an absolute directory, or the database URL without its password).
 func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics) (store.Store, string, string, error) {
 	switch cfg.Storage.Backend {
@@ -114,13 +110,6 @@ func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics) (stor
 			return nil, "", "", fmt.Errorf("open the embedded store in %s: %w", abs, err)
 		}
 		return st, "pebble", abs, nil
-	case config.BackendSQLite:
-		abs := absPath(cfg.Storage.Path)
-		st, err := sqlite.Open(ctx, sqlite.Options{Path: cfg.Storage.Path, OnCommit: m.ObserveCommit})
-		if err != nil {
-			return nil, "", "", fmt.Errorf("open the sqlite store in %s: %w", abs, err)
-		}
-		return st, "sqlite", abs, nil
 	case config.BackendPostgres:
 		st, err := postgres.Open(ctx, postgres.Options{URL: cfg.Storage.URL, MaxConns: int32(cfg.Storage.PoolSize), OnCommit: m.ObserveCommit})
 		if err != nil {

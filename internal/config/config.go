@@ -84,23 +84,21 @@ const (
 	// BackendEmbedded is the embedded backend, the Pebble store
 	// (internal/store/pebble); it keeps its data under StorageConfig.Path.
 	BackendEmbedded Backend = "embedded"
-	// BackendSQLite is the previous embedded backend, the SQLite store
-	// (internal/store/sqlite), kept selectable so that a data directory it
-	// wrote can still be served; it will be removed.
-	BackendSQLite Backend = "sqlite"
 	// BackendPostgres uses the PostgreSQL database at StorageConfig.URL.
 	BackendPostgres Backend = "postgres"
+
+	// removedBackendSQLite names the earlier embedded engine, which this
+	// release cannot open; validation says so and what to do instead.
+	removedBackendSQLite Backend = "sqlite"
 )
 
 // StorageConfig is the [storage] section.
 type StorageConfig struct {
-	// Backend is the storage backend: BackendEmbedded, BackendPostgres, or
-	// BackendSQLite (the previous embedded engine). Default "embedded"; env
-	// SEPP_STORAGE_BACKEND.
+	// Backend is the storage backend: BackendEmbedded or BackendPostgres.
+	// Default "embedded"; env SEPP_STORAGE_BACKEND.
 	Backend Backend `toml:"backend"`
-	// Path is the data directory of the embedded (or sqlite) store.
-	// Default "./sepp-data";
-	// env SEPP_STORAGE_PATH.
+	// Path is the data directory of the embedded store. Default
+	// "./sepp-data"; env SEPP_STORAGE_PATH.
 	Path string `toml:"path"`
 	// URL is the postgres connection string, required when Backend is
 	// "postgres", e.g. postgres://user@127.0.0.1:5432/sepp. Default "";

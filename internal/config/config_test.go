@@ -149,7 +149,7 @@ max_payload_bytes = 1048576
 max_batch_size = 1000
 
 [storage]
-backend = "embedded"           # the default; or "postgres" (or "sqlite", the previous engine)
+backend = "embedded"           # the default; or "postgres"
 path = "./sepp-data"           # embedded
 url = ""                       # postgres, e.g. postgres://user@127.0.0.1:5432/sepp
 dedup_window_ms = 86400000     # 24 h, the default window for every queue
@@ -214,7 +214,7 @@ func TestBadFiles(t *testing.T) {
 		{"syntax: unquoted string", "[server]\nlisten = 127.0.0.1:50051\n", 2, "server.listen",
 			`sepp.toml:2: server.listen: TOML syntax error: expected newline but got U+002E '.'; put the value in double quotes, like "text" (the address to listen on, host:port; default "127.0.0.1:50051")`},
 		{"syntax: bare word", "[storage]\nbackend = postgres\n", 2, "storage.backend",
-			`sepp.toml:2: storage.backend: TOML syntax error: unexpected character U+0070 'p' at start of value; put the value in double quotes, like "text" (the storage backend: "embedded", "postgres", or "sqlite" for a directory the previous engine wrote; default "embedded")`},
+			`sepp.toml:2: storage.backend: TOML syntax error: unexpected character U+0070 'p' at start of value; put the value in double quotes, like "text" (the storage backend: "embedded" (the Pebble store in path) or "postgres"; default "embedded")`},
 		{"syntax: unclosed header", "\n[server\nlisten = \"x\"\n", 2, "",
 			`sepp.toml:2: TOML syntax error: expected ']' to close table name`},
 		{"syntax: unclosed array", "[[queues]]\nname = \"a\"\njob_types = [\"x\",\n", 3, "queues[0].job_types",
@@ -300,11 +300,11 @@ func TestBadFiles(t *testing.T) {
 		{"value: max_batch_size negative", "[server]\nmax_batch_size = -1\n", 2, "server.max_batch_size",
 			`sepp.toml:2: server.max_batch_size: must be > 0, got -1 (the most jobs one EnqueueBatch call may carry; default 1000)`},
 		{"value: backend", "[storage]\nbackend = \"mysql\"\n", 2, "storage.backend",
-			`sepp.toml:2: storage.backend: must be "embedded", "postgres" or "sqlite", got "mysql" (the storage backend: "embedded", "postgres", or "sqlite" for a directory the previous engine wrote; default "embedded")`},
+			`sepp.toml:2: storage.backend: must be "embedded" or "postgres", got "mysql" (the storage backend: "embedded" (the Pebble store in path) or "postgres"; default "embedded")`},
 		{"value: embedded path empty", "[storage]\npath = \"\"\n", 2, "storage.path",
 			`sepp.toml:2: storage.path: must not be empty with backend = "embedded" (the embedded store's data directory; default "./sepp-data")`},
-		{"value: sqlite path empty", "[storage]\nbackend = \"sqlite\"\npath = \"\"\n", 3, "storage.path",
-			`sepp.toml:3: storage.path: must not be empty with backend = "sqlite" (the embedded store's data directory; default "./sepp-data")`},
+		{"value: sqlite removed", "[storage]\nbackend = \"sqlite\"\n", 2, "storage.backend",
+			`sepp.toml:2: storage.backend: "sqlite", the earlier embedded engine, was removed; set "embedded" (the Pebble store, the default) or "postgres". A data directory SQLite wrote (it holds sepp.db) cannot be read by this release: drain its jobs with the release that wrote it, then start on a new path`},
 		{"value: postgres without url", "[storage]\n\nbackend = \"postgres\"\n", 3, "storage.backend",
 			`sepp.toml:3: storage.backend: is "postgres" but storage.url is not set; set url in [storage] or SEPP_STORAGE_URL, like postgres://user@127.0.0.1:5432/sepp`},
 		{"value: postgres with empty url", "[storage]\nbackend = \"postgres\"\nurl = \"\"\n", 3, "storage.url",
@@ -423,12 +423,12 @@ func TestEnv(t *testing.T) {
 		path := writeFile(t, fullFile)
 		c, err := LoadWith(path, env(map[string]string{
 			"SEPP_LISTEN":          "127.0.0.1:1",
-			"SEPP_STORAGE_BACKEND": "sqlite",
+			"SEPP_STORAGE_BACKEND": "embedded",
 		}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Server.Listen != "127.0.0.1:1" || c.Storage.Backend != BackendSQLite || c.Storage.Path != "/var/lib/sepp" || !c.Server.Strict {
+		if c.Server.Listen != "127.0.0.1:1" || c.Storage.Backend != BackendEmbedded || c.Storage.Path != "/var/lib/sepp" || !c.Server.Strict {
 			t.Errorf("got %+v", c)
 		}
 	})
@@ -463,7 +463,7 @@ func TestEnv(t *testing.T) {
 		want string
 	}{
 		{"backend", "", map[string]string{"SEPP_STORAGE_BACKEND": "mysql"}, "SEPP_STORAGE_BACKEND",
-			`SEPP_STORAGE_BACKEND: must be "embedded", "postgres" or "sqlite", got "mysql" (from the environment: it overrides storage.backend, the storage backend: "embedded", "postgres", or "sqlite" for a directory the previous engine wrote; default "embedded")`},
+			`SEPP_STORAGE_BACKEND: must be "embedded" or "postgres", got "mysql" (from the environment: it overrides storage.backend, the storage backend: "embedded" (the Pebble store in path) or "postgres"; default "embedded")`},
 		{"listen", "", map[string]string{"SEPP_LISTEN": "50051"}, "SEPP_LISTEN",
 			`SEPP_LISTEN: must be host:port, like "127.0.0.1:50051" or ":50051", got "50051" (from the environment: it overrides server.listen, the address to listen on, host:port; default "127.0.0.1:50051")`},
 		{"postgres without url", "", map[string]string{"SEPP_STORAGE_BACKEND": "postgres"}, "SEPP_STORAGE_BACKEND",
@@ -720,8 +720,7 @@ func TestEmbeddedBackend(t *testing.T) {
 	if err != nil || c.Storage.Backend != BackendEmbedded {
 		t.Fatalf("SEPP_STORAGE_BACKEND=embedded: %+v %v", c, err)
 	}
-	c, err = Parse("sepp.toml", []byte("[storage]\nbackend = \"sqlite\"\n"))
-	if err != nil || c.Storage.Backend != BackendSQLite {
-		t.Fatalf("backend = \"sqlite\": %+v %v", c, err)
+	if _, err := Parse("sepp.toml", []byte("[storage]\nbackend = \"sqlite\"\n")); err == nil || !strings.Contains(err.Error(), "was removed") {
+		t.Fatalf("backend = \"sqlite\" must be refused as removed: %v", err)
 	}
 }

@@ -7,7 +7,7 @@ import "strconv"
 // leaving out what is unknown:
 //
 //	sepp.toml:7: storage.dedup_window_ms: must be > 0, got -5 (the dedup window in milliseconds; default 86400000)
-//	SEPP_STORAGE_BACKEND: must be "embedded", "postgres" or "sqlite", got "mysql" (...)
+//	SEPP_STORAGE_BACKEND: must be "embedded" or "postgres", got "mysql" (...)
 type Error struct {
 	// File is the config file's path as given to Load, or the name given to
 	// Parse; "" when the problem comes from the environment or there is no

@@ -91,7 +91,7 @@ var specs = []keySpec{
 	{"server.max_batch_size", kindInt, "the most jobs one EnqueueBatch call may carry; default 1000"},
 
 	{"storage", kindTable, "the [storage] section"},
-	{"storage.backend", kindString, `the storage backend: "embedded", "postgres", or "sqlite" for a directory the previous engine wrote; default "embedded"`},
+	{"storage.backend", kindString, `the storage backend: "embedded" (the Pebble store in path) or "postgres"; default "embedded"`},
 	{"storage.path", kindString, `the embedded store's data directory; default "./sepp-data"`},
 	{"storage.url", kindString, "the postgres URL, like postgres://user@127.0.0.1:5432/sepp; required with backend = \"postgres\""},
 	{"storage.dedup_window_ms", kindInt, "the dedup window in milliseconds; default 86400000"},

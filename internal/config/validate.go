@@ -30,7 +30,7 @@ func (c *Config) validate(file string, org origins) error {
 
 	st := c.Storage
 	switch st.Backend {
-	case BackendEmbedded, BackendSQLite:
+	case BackendEmbedded:
 		if st.Path == "" {
 			v.bad("storage.path", fmt.Sprintf("must not be empty with backend = %q", st.Backend))
 		}
@@ -45,8 +45,10 @@ func (c *Config) validate(file string, org origins) error {
 				v.fail("storage.url", msg)
 			}
 		}
+	case removedBackendSQLite:
+		v.fail("storage.backend", `"sqlite", the earlier embedded engine, was removed; set "embedded" (the Pebble store, the default) or "postgres". A data directory SQLite wrote (it holds sepp.db) cannot be read by this release: drain its jobs with the release that wrote it, then start on a new path`)
 	default:
-		v.bad("storage.backend", fmt.Sprintf("must be %q, %q or %q, got %q", BackendEmbedded, BackendPostgres, BackendSQLite, st.Backend))
+		v.bad("storage.backend", fmt.Sprintf("must be %q or %q, got %q", BackendEmbedded, BackendPostgres, st.Backend))
 	}
 	v.millis("storage.dedup_window_ms", st.DedupWindowMs)
 	v.positive("storage.max_idempotency_key_bytes", int64(st.MaxIdempotencyKeyBytes))

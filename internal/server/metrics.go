@@ -133,3 +133,11 @@ func (c jobsByState) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(dedupDesc, prometheus.GaugeValue, float64(q.DedupRecords), q.Name)
 	}
 }
+
+// observeSweep counts what one sweep call deleted and released.
+func (m *Metrics) observeSweep(res store.SweepResult) {
+	m.sweepDeleted.WithLabelValues("dedup_record").Add(float64(res.DedupRecords))
+	m.sweepDeleted.WithLabelValues("job").Add(float64(res.Jobs))
+	m.sweepDeleted.WithLabelValues("effect").Add(float64(res.Effects))
+	m.leaseExpired.Add(float64(res.LeasesExpired))
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/sepp-dev/sepp/gen/sepp/v1/seppv1connect"
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/sweep"
 	"github.com/sepp-dev/sepp/internal/wakeup"
 )
 
@@ -63,7 +64,8 @@ type Server struct {
 	metrics *Metrics
 	clock   func() time.Time
 
-	wake *wakeup.Hub // wakes waiting Reserve and ClaimEffect calls
+	wake  *wakeup.Hub    // wakes waiting Reserve and ClaimEffect calls
+	sweep *sweep.Sweeper // deletes what expired, releases expired leases
 
 	grpc   *grpc.Server
 	http   *http.Server
@@ -77,8 +79,7 @@ type Server struct {
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Shutdown; stops the sweeper
 
-	sweepBatch int
-	bg         sync.WaitGroup
+	bg sync.WaitGroup
 }
 
 // The services every node declares; all four are registered so clients get
@@ -101,9 +102,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
-	if opts.SweepBatch <= 0 {
-		opts.SweepBatch = 1000
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -114,10 +112,21 @@ func New(opts Options) (*Server, error) {
 		metrics: opts.Metrics,
 		clock:   opts.Now,
 		stop:    make(chan struct{}),
-
-		sweepBatch: opts.SweepBatch,
 	}
 	s.wake = wakeup.New(wakeup.Options{Now: s.now, Recheck: safetyRecheck})
+	s.sweep = sweep.New(sweep.Options{
+		Store:              s.store,
+		Now:                s.now,
+		Interval:           s.cfg.Storage.SweepInterval(),
+		Batch:              opts.SweepBatch,
+		CompletedRetention: s.cfg.Storage.CompletedRetention(),
+		DeadRetention:      s.cfg.Storage.DeadRetention(),
+		Logger:             s.log,
+		Observe:            s.metrics.observeSweep,
+		// The released jobs are deliverable again, on queues the result
+		// does not name.
+		LeasesReleased: func() { s.wake.NotifyPrefix("") },
+	})
 	jobs := &jobService{s: s}
 	workers := &workerService{s: s}
 	admin := &adminService{s: s}
@@ -233,7 +242,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}()
 	go func() {
 		defer s.bg.Done()
-		s.sweepLoop()
+		s.sweep.Run(s.stop)
 	}()
 	go func() {
 		defer s.bg.Done()

@@ -12,7 +12,7 @@ import (
 	"github.com/sepp-dev/sepp"
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server"
-	"github.com/sepp-dev/sepp/internal/store/sqlite"
+	"github.com/sepp-dev/sepp/internal/store/pebble"
 	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
@@ -120,7 +120,7 @@ func TestStaleLeaseChangesNothing(t *testing.T) {
 }
 
 func TestShutdownAnswersWaitingReserves(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: t.TempDir()})
+	st, err := pebble.Open(context.Background(), pebble.Options{Path: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,9 +67,9 @@ func TestDirectoryLocked(t *testing.T) {
 	}
 }
 
-// TestRefusesSQLiteDirectory: a data directory the SQLite store wrote is
-// not opened as a new, empty Pebble store beside it; Open names the file and
-// says what to do, and leaves the directory as it was.
+// TestRefusesSQLiteDirectory: a data directory the earlier SQLite store
+// wrote is not opened as a new, empty Pebble store beside it; Open names the
+// file and says what to do, and leaves the directory as it was.
 func TestRefusesSQLiteDirectory(t *testing.T) {
 	for _, name := range []string{"sepp.db", "sepp.db-wal"} {
 		dir := t.TempDir()
@@ -82,10 +82,10 @@ func TestRefusesSQLiteDirectory(t *testing.T) {
 			t.Fatalf("%s: Open succeeded on a SQLite directory", name)
 		}
 		var fe *store.ForeignDataError
-		if !errors.As(err, &fe) || fe.File != name || fe.Engine != "SQLite" || fe.Backend != "sqlite" {
+		if !errors.As(err, &fe) || fe.File != name || fe.Engine != "SQLite" {
 			t.Fatalf("%s: got %v, want a ForeignDataError naming it", name, err)
 		}
-		if msg := err.Error(); !strings.Contains(msg, "holds a SQLite store ("+name+")") || !strings.Contains(msg, `set backend = "sqlite"`) || !strings.Contains(msg, "point path at a new directory") {
+		if msg := err.Error(); !strings.Contains(msg, "holds a SQLite store ("+name+")") || !strings.Contains(msg, "drain its jobs with the release that wrote it") || !strings.Contains(msg, "point path at a new directory") {
 			t.Fatalf("message %q does not say what to do", msg)
 		}
 		entries, _ := os.ReadDir(dir)

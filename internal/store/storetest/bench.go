@@ -14,7 +14,7 @@ import (
 // The storage micro-benchmarks, the same for every backend, so their figures
 // compare engines and nothing else. Each reports jobs/s; each call is
 // durable on return. A backend's test file wraps them in Benchmark*
-// functions: go test -run '^$' -bench . ./internal/store/pebble ./internal/store/sqlite
+// functions: go test -run '^$' -bench . ./internal/store/pebble ./internal/store/postgres
 
 func benchJobs(n int, payload []byte) []store.EnqueueJob {
 	jobs := make([]store.EnqueueJob, n)
