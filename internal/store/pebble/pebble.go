@@ -68,6 +68,11 @@ type Store struct {
 	cursors cursors    // writer-only
 	filter  *keyFilter // writer-only; nil: every dedup lookup reads
 
+	// The acknowledgement mark (ackmark.go): acked is the count the last
+	// committed batch carries, marked the one the mark file holds.
+	ack           *ackMark
+	acked, marked ackCount // writer-only after Open
+
 	recovery store.Recovery // what Open replayed and found damaged
 }
 
@@ -151,13 +156,61 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		lock.Close()
 		return nil, fmt.Errorf("pebble: read the dedup records: %w", corruptionError(opts.Path, err))
 	}
+	lost, err := s.openAck()
+	if err != nil {
+		db.Close()
+		lock.Close()
+		return nil, err
+	}
 	s.recovery.WALFiles, s.recovery.WALKeys, s.recovery.WALBatches = logger.figures()
 	s.recovery.DedupRecords = s.filter.added
-	if torn != "" {
-		s.recovery.Damaged = append(s.recovery.Damaged, torn)
+	if torn != "" && lost == "" {
+		// The mark vouches for every commit the log still holds.
+		torn += "; the acknowledgement mark shows that no acknowledged write is missing"
+	}
+	for _, d := range []string{torn, lost} {
+		if d != "" {
+			s.recovery.Damaged = append(s.recovery.Damaged, d)
+		}
 	}
 	go s.writer()
 	return s, nil
+}
+
+// openAck opens the acknowledgement mark and compares it with what the
+// database replayed; it returns what was lost, if anything.
+func (s *Store) openAck() (string, error) {
+	m, mark, marked, damaged, err := openAckMark(s.opts.Path)
+	if err != nil {
+		return "", fmt.Errorf("pebble: open the acknowledgement mark in %s: %w", s.opts.Path, err)
+	}
+	s.ack = m
+	count, lost, err := reconcileAck(s.db, mark, marked)
+	if err != nil {
+		m.close()
+		return "", err
+	}
+	if !marked && count.commits > 0 && damaged == "" {
+		damaged = fmt.Sprintf("the acknowledgement mark %s is missing although the database holds %d commits: whether the write-ahead log lost acknowledged writes cannot be told", AckMarkFile, count.commits)
+	}
+	s.acked = count
+	if err := m.write(count); err != nil {
+		m.close()
+		return "", fmt.Errorf("pebble: write the acknowledgement mark in %s: %w", s.opts.Path, err)
+	}
+	s.marked = count
+	return errorsJoinText(damaged, lost), nil
+}
+
+// errorsJoinText joins the non-empty sentences with "; ".
+func errorsJoinText(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
 }
 
 // migrate records the layout version in a new database and refuses one
@@ -204,7 +257,7 @@ func (s *Store) Close() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.closed = true
-		err = errors.Join(s.db.Close(), s.lock.Close())
+		err = errors.Join(s.db.Close(), s.ack.close(), s.lock.Close())
 	})
 	return err
 }

@@ -139,9 +139,9 @@ func checkWALTail(dir string) (string, error) {
 				return "", err
 			}
 			if torn {
-				return fmt.Sprintf("the write-ahead log %s ended in an incomplete record after %d whole ones: a write torn by a crash, dropped (a write is acknowledged only once it is whole on disk)", newest.name, records), nil
+				return fmt.Sprintf("the write-ahead log %s ended in an incomplete record after %d whole ones: a write torn by a crash, dropped", newest.name, records), nil
 			}
-			return fmt.Sprintf("the write-ahead log %s could not be read past offset %d, after %d whole records: a damaged record, and the %d bytes of log after it, were dropped; writes acknowledged after it may be lost", newest.name, good, records, rest), nil
+			return fmt.Sprintf("the write-ahead log %s could not be read past offset %d, after %d whole records: a damaged record, and the %d bytes of log after it, were dropped", newest.name, good, records, rest), nil
 		default:
 			// Invalid or zeroed chunks followed by valid ones: Pebble
 			// refuses the log with ErrCorruption and Open says so.

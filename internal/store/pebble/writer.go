@@ -134,6 +134,20 @@ func (s *Store) commit(group []*writeOp) {
 			}
 		}
 	}
+	if s.acked != s.marked {
+		// Every operation of the group is answered only once the mark
+		// vouches for its commit (ackmark.go).
+		if err := s.ack.write(s.acked); err != nil {
+			err = fmt.Errorf("pebble: record the acknowledgement in %s: %w; the write may be committed: retry it with its idempotency key", AckMarkFile, err)
+			for _, op := range group {
+				if op.err == nil {
+					op.err = err
+				}
+			}
+		} else {
+			s.marked = s.acked
+		}
+	}
 	if s.opts.OnCommit != nil {
 		jobs := 0
 		for _, op := range group {
@@ -178,14 +192,37 @@ func (s *Store) runGroup(ops []*writeOp) error {
 		}
 	}
 	if !t.b.Empty() {
+		next := s.acked
+		next.commits++
+		next.jobs += uint64(created(ops))
+		if err := t.b.Set(ackKey, next.encode(nil), nil); err != nil {
+			return err
+		}
 		if err := t.b.Commit(pebble.Sync); err != nil {
 			return fmt.Errorf("pebble: commit: %w", err)
 		}
+		s.acked = next
 	}
 	for prefix, k := range t.raised {
 		s.cursors[prefix] = k
 	}
 	return nil
+}
+
+// created counts the jobs the enqueues of ops created.
+func created(ops []*writeOp) int {
+	n := 0
+	for _, op := range ops {
+		if op.enqueue == nil || op.err != nil {
+			continue
+		}
+		for _, r := range op.enqueue.results {
+			if r.Err == nil && !r.Deduplicated {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // cursors holds, for each index read from its head, a key before which the

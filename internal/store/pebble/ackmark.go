@@ -1,0 +1,147 @@
+package pebble
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// The acknowledgement mark lets Open tell a write-ahead log that lost
+// acknowledged writes from one that ends cleanly. A log cut exactly at a
+// record boundary (a disk or file system that lost a whole synced write)
+// reads as if the writes after the cut were never made; nothing in the log
+// can say otherwise. So every group commit carries a running count (the
+// commit's number and the jobs created up to it) under ackKey in its own
+// batch, and after the batch is synced, and before any operation of the
+// group is answered, the writer records the same count in AckMarkFile, a
+// small file beside Pebble's with a checksum, synced. At Open, a mark ahead
+// of the count the database replayed means the log lost that many
+// acknowledged commits, and the recovery report says so, with the number of
+// jobs they created. A mark behind it is a crash between the two syncs: the
+// commits past the mark were never acknowledged.
+
+// AckMarkFile is the name of the acknowledgement mark in the data
+// directory.
+const AckMarkFile = "sepp-acked"
+
+var ackKey = []byte{kindSchema, 'a'} // beside the schema version, in the same kind
+
+const (
+	ackMagic = 0x53455041 // "SEPA"
+	ackSize  = 4 + 8 + 8 + 4
+)
+
+// ackCount is the running count of group commits and of the jobs they
+// created.
+type ackCount struct{ commits, jobs uint64 }
+
+func (c ackCount) encode(b []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, c.commits)
+	return binary.BigEndian.AppendUint64(b, c.jobs)
+}
+
+func decodeAckCount(v []byte) (ackCount, bool) {
+	if len(v) != 16 {
+		return ackCount{}, false
+	}
+	return ackCount{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}, true
+}
+
+// ackMark is the open mark file.
+type ackMark struct {
+	f   *os.File
+	buf []byte
+}
+
+// openAckMark opens (creating if needed) the mark in dir and reads it. ok
+// is false when the file is new or empty; damaged says why a mark that is
+// there cannot be read.
+func openAckMark(dir string) (m *ackMark, c ackCount, ok bool, damaged string, err error) {
+	path := filepath.Join(dir, AckMarkFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, c, false, "", err
+	}
+	m = &ackMark{f: f, buf: make([]byte, 0, ackSize)}
+	b := make([]byte, ackSize+1)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		f.Close()
+		return nil, c, false, "", err
+	}
+	switch {
+	case n == 0:
+		// New: make its directory entry durable before a commit relies on it.
+		if err := syncDir(dir); err != nil {
+			f.Close()
+			return nil, c, false, "", err
+		}
+		return m, c, false, "", nil
+	case n != ackSize || binary.BigEndian.Uint32(b) != ackMagic ||
+		crc32.ChecksumIEEE(b[:ackSize-4]) != binary.BigEndian.Uint32(b[ackSize-4:]):
+		return m, c, false, fmt.Sprintf("the acknowledgement mark %s is damaged (%d bytes): whether the write-ahead log lost acknowledged writes cannot be told", AckMarkFile, n), nil
+	}
+	c, _ = decodeAckCount(b[4 : 4+16])
+	return m, c, true, "", nil
+}
+
+// write records c in the mark and syncs it.
+func (m *ackMark) write(c ackCount) error {
+	b := binary.BigEndian.AppendUint32(m.buf[:0], ackMagic)
+	b = c.encode(b)
+	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+	if _, err := m.f.WriteAt(b, 0); err != nil {
+		return err
+	}
+	return fdatasync(m.f)
+}
+
+func (m *ackMark) close() error { return m.f.Close() }
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// reconcileAck compares the mark with the count the database holds after
+// replay. It returns the count to go on from and, when the log lost
+// acknowledged commits, what to report. The database is brought up to the
+// mark, so the loss is reported once.
+func reconcileAck(db *pebble.DB, mark ackCount, marked bool) (ackCount, string, error) {
+	v, ok, err := get(db, ackKey)
+	if err != nil {
+		return ackCount{}, "", fmt.Errorf("pebble: read the acknowledged count: %w", err)
+	}
+	var have ackCount
+	if ok {
+		if have, ok = decodeAckCount(v); !ok {
+			return ackCount{}, "", fmt.Errorf("pebble: the acknowledged count is %d bytes, want 16", len(v))
+		}
+	}
+	if !marked || mark.commits <= have.commits {
+		return have, "", nil
+	}
+	lost := fmt.Sprintf("the write-ahead log lost %s, which created %s: the last commit acknowledged before the stop was number %d, the log holds up to number %d; those jobs, and what else those commits wrote, are missing",
+		plural(mark.commits-have.commits, "acknowledged commit"), plural(mark.jobs-have.jobs, "job"), mark.commits, have.commits)
+	if err := db.Set(ackKey, mark.encode(nil), pebble.Sync); err != nil {
+		return ackCount{}, "", fmt.Errorf("pebble: record the acknowledged count: %w", err)
+	}
+	return mark, lost, nil
+}
+
+func plural(n uint64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
