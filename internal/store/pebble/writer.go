@@ -136,7 +136,7 @@ func (s *Store) commit(group []*writeOp) {
 	}
 	if s.acked != s.marked {
 		// Every operation of the group is answered only once the mark
-		// vouches for its commit (ackmark.go).
+		// holds its commit (ackmark.go).
 		if err := s.ack.write(s.acked); err != nil {
 			err = fmt.Errorf("pebble: record the acknowledgement in %s: %w; the write may be committed: retry it with its idempotency key", AckMarkFile, err)
 			for _, op := range group {
