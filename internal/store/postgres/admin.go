@@ -47,7 +47,7 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 		get(name).Counts[store.JobState(state)] += n
 		return nil
 	}); err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	if err := each(`SELECT queue, count(*) FROM sepp_dedup WHERE expires_at > $1 GROUP BY queue`, []any{now}, func(r pgx.Rows) error {
 		var name string
@@ -58,7 +58,7 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 		get(name).DedupRecords = n
 		return nil
 	}); err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	if err := each(`SELECT name, paused FROM sepp_queues`, nil, func(r pgx.Rows) error {
 		var name string
@@ -69,7 +69,7 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 		get(name).Paused = paused
 		return nil
 	}); err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	out := make([]store.QueueStats, 0, len(byName))
 	for _, q := range byName {
@@ -102,7 +102,7 @@ func (s *Store) ListJobs(ctx context.Context, p *store.ListJobsParams) ([]*store
 	rows, err := s.pool.Query(ctx, `SELECT `+jobColumns+` FROM sepp_jobs WHERE `+strings.Join(where, " AND ")+
 		` ORDER BY id LIMIT `+arg(p.Limit), args...)
 	if err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	defer rows.Close()
 	var out []*store.Job
@@ -113,7 +113,7 @@ func (s *Store) ListJobs(ctx context.Context, p *store.ListJobsParams) ([]*store
 		}
 		out = append(out, j)
 	}
-	return out, translate(rows.Err())
+	return out, translate(ctx, rows.Err())
 }
 
 // deadSelection is the WHERE clause of a DeadJobsParams, its arguments
@@ -169,7 +169,7 @@ func (s *Store) RequeueDead(ctx context.Context, p *store.DeadJobsParams) (int, 
 		return nil
 	})
 	if err != nil {
-		return 0, translate(err)
+		return 0, translate(ctx, err)
 	}
 	return n, nil
 }
@@ -179,14 +179,14 @@ func (s *Store) PurgeDead(ctx context.Context, p *store.DeadJobsParams) (int, er
 	where, args := deadSelection(p, 1)
 	t, err := s.pool.Exec(ctx, `DELETE FROM sepp_jobs WHERE `+where, args...)
 	if err != nil {
-		return 0, translate(err)
+		return 0, translate(ctx, err)
 	}
 	return int(t.RowsAffected()), nil
 }
 
 // SetQueuePaused implements store.Admin.
 func (s *Store) SetQueuePaused(ctx context.Context, p *store.SetQueuePausedParams) error {
-	return translate(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return translate(ctx, pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO sepp_queues (name, paused) VALUES ($1, $2)
  ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused`, p.Queue, p.Paused); err != nil {
 			return err

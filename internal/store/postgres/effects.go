@@ -50,7 +50,7 @@ func (s *Store) ClaimEffect(ctx context.Context, p *store.ClaimEffectParams) (*s
 		return nil
 	})
 	if err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	return claim, nil
 }
@@ -76,7 +76,7 @@ func (s *Store) effectExec(ctx context.Context, announce bool, query string, arg
 	if errors.Is(err, store.ErrLeaseLost) {
 		return err
 	}
-	return translate(err)
+	return translate(ctx, err)
 }
 
 // CompleteEffect implements store.Effects. The token stays on the completed
@@ -109,7 +109,7 @@ func (s *Store) CompleteEffect(ctx context.Context, p *store.CompleteEffectParam
 		return nil, err
 	}
 	if err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	return out, nil
 }
@@ -142,7 +142,7 @@ func (s *Store) GetEffect(ctx context.Context, p *store.GetEffectParams) (*store
 		return nil, store.ErrEffectNotFound
 	}
 	if err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	e.State = store.EffectState(state)
 	if leaseExpires != nil {

@@ -103,7 +103,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 		if errors.As(err, &je) {
 			return nil, je
 		}
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	return results, nil
 }
@@ -235,7 +235,7 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 func (s *Store) GetJob(ctx context.Context, p *store.GetJobParams) (*store.Job, error) {
 	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM sepp_jobs WHERE id = $1`, pgID(p.ID)))
 	if err != nil && !errors.Is(err, store.ErrJobNotFound) {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	return j, err
 }
@@ -260,7 +260,7 @@ func (s *Store) CancelJob(ctx context.Context, p *store.CancelJobParams) (*store
 		return nil
 	})
 	if err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	return job, nil
 }
@@ -284,7 +284,7 @@ func (s *Store) LookupDedup(ctx context.Context, p *store.LookupDedupParams) (*s
 		return nil, store.ErrDedupNotFound
 	}
 	if err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	l.Record.JobID = id.Bytes
 	copy(l.Record.Fingerprint[:], fp)
@@ -311,7 +311,7 @@ func (s *Store) ReleaseDedup(ctx context.Context, p *store.ReleaseDedupParams) (
 		return nil, store.ErrDedupNotFound
 	}
 	if err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	if expires <= micros(p.Now) {
 		return nil, store.ErrDedupNotFound // expired: deleted, but it was not live
@@ -363,7 +363,7 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 		return nil
 	})
 	if err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	return res, nil
 }
@@ -373,7 +373,7 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 func (s *Store) Ping(ctx context.Context) error {
 	var v int
 	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM sepp_schema_migrations`).Scan(&v); err != nil {
-		return translate(err)
+		return translate(ctx, err)
 	}
 	return nil
 }

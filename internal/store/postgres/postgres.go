@@ -45,6 +45,11 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// DefaultConnectTimeout bounds each new connection (dial, TLS, startup and
+// login) when storage.url sets no connect_timeout of its own. A connection
+// that takes longer fails with store.ErrUnavailable.
+const DefaultConnectTimeout = 10 * time.Second
+
 // migrationLock is the advisory lock key under which nodes apply migrations
 // one at a time.
 const migrationLock = 0x5e99_0001
@@ -52,6 +57,36 @@ const migrationLock = 0x5e99_0001
 // Open connects, applies the migrations (one node at a time, under an
 // advisory lock) and returns the store.
 func Open(ctx context.Context, opts Options) (*Store, error) {
+	cfg, err := poolConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		// A refused, broken or timed-out connection is an outage the
+		// caller (sepp serve at start, its supervisor) can wait out; a
+		// refused login or an unknown database is not, and does not say to
+		// retry. The cause is kept as text (%v): a connect timeout's error
+		// holds context.DeadlineExceeded, which is not the caller's.
+		if errors.Is(translate(ctx, err), store.ErrUnavailable) {
+			return nil, fmt.Errorf("postgres: cannot reach the database at storage.url: %v; %w, retry", err, store.ErrUnavailable)
+		}
+		return nil, fmt.Errorf("postgres: cannot reach the database at storage.url: %w", err)
+	}
+	s := &Store{pool: pool, onCommit: opts.OnCommit}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, translate(ctx, err)
+	}
+	return s, nil
+}
+
+// poolConfig is the pool's configuration for opts.
+func poolConfig(opts Options) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: storage.url: %w", err)
@@ -60,26 +95,16 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+	// Without a bound, a connection attempt to a server that accepts TCP
+	// but never answers (a hung host, a half-open network path) waits as
+	// long as the caller's context, which for sepp serve's Open ends only
+	// on a signal (and pgxpool's own bound is 2 minutes). connect_timeout=0
+	// in the URL means no timeout to libpq; pgx reads it as unset too, so
+	// it gets the default.
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		// A refused or broken connection is an outage the caller (sepp
-		// serve at start, its supervisor) can wait out; a refused login or
-		// an unknown database is not, and does not say to retry.
-		if errors.Is(translate(err), store.ErrUnavailable) {
-			return nil, fmt.Errorf("postgres: cannot reach the database at storage.url: %w; %w, retry", err, store.ErrUnavailable)
-		}
-		return nil, fmt.Errorf("postgres: cannot reach the database at storage.url: %w", err)
-	}
-	s := &Store{pool: pool, onCommit: opts.OnCommit}
-	if err := s.migrate(ctx); err != nil {
-		pool.Close()
-		return nil, translate(err)
-	}
-	return s, nil
+	return cfg, nil
 }
 
 // Close closes the pool.
@@ -125,12 +150,14 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // translate is the one place PostgreSQL errors are turned into errors a
-// caller can act on.
-func translate(err error) error {
+// caller can act on. ctx is the caller's: a deadline that is not its own
+// (the connect timeout's) is an outage, not the caller's deadline.
+func translate(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, store.ErrClosed) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, store.ErrClosed) ||
+		(errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil) {
 		return err
 	}
 	if errors.Is(err, puddle.ErrClosedPool) {

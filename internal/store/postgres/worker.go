@@ -14,18 +14,28 @@ import (
 )
 
 // expireLeases releases every lease that ended at or before now. Row locks
-// make concurrent sweeps on several nodes release each lease once.
+// make concurrent sweeps on several nodes release each lease once. The
+// queues of the jobs it makes deliverable again (not those it dead-letters)
+// are announced inside tx, one pg_notify per queue, so that other nodes'
+// waiting Reserve calls hear of them at once: whichever transaction
+// releases a lease (a Sweep, or a Reserve of any queue) is the only one
+// that could.
 func expireLeases(ctx context.Context, tx pgx.Tx, now int64) (int64, error) {
-	t, err := tx.Exec(ctx, `UPDATE sepp_jobs SET
+	var n int64
+	var queues []string
+	err := tx.QueryRow(ctx, `WITH released AS (UPDATE sepp_jobs SET
   state = CASE WHEN attempts >= max_attempts THEN 5 ELSE 2 END,
   finalized_at = CASE WHEN attempts >= max_attempts THEN $1 ELSE NULL END,
   last_error = CASE WHEN attempts >= max_attempts THEN $2 ELSE last_error END,
   run_at = $1, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
- WHERE state = 3 AND lease_expires_at <= $1`, now, storerule.LeaseExpiredError)
+ WHERE state = 3 AND lease_expires_at <= $1
+ RETURNING queue, state)
+SELECT count(*), coalesce(array_agg(DISTINCT queue) FILTER (WHERE state = 2), '{}') FROM released`,
+		now, storerule.LeaseExpiredError).Scan(&n, &queues)
 	if err != nil {
 		return 0, err
 	}
-	return t.RowsAffected(), nil
+	return n, notifyJobs(ctx, tx, queues...)
 }
 
 // Reserve implements store.Worker: FOR UPDATE SKIP LOCKED hands each job to
@@ -74,7 +84,7 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	// RETURNING gives no order: deliver best first.
 	slices.SortFunc(out, func(a, b store.ReservedJob) int {
@@ -117,7 +127,7 @@ func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]store.
 		return nil
 	})
 	if err != nil {
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	return out, nil
 }
@@ -146,15 +156,24 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 			return err
 		}
 		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: fromMicros(runAt)}
-		_, err = tx.Exec(ctx, `UPDATE sepp_jobs SET state = 1, run_at = $2, last_error = $3,
- lease_expires_at = NULL, worker_id = NULL WHERE id = $1`, pgID(p.ID), runAt, p.Error)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 1, run_at = $2, last_error = $3,
+ lease_expires_at = NULL, worker_id = NULL WHERE id = $1`, pgID(p.ID), runAt, p.Error); err != nil {
+			return err
+		}
+		// A retry due now is deliverable at once: tell the other nodes, as
+		// an enqueue does. A later one is not announced; the failing
+		// node's wake-up hub has a timer for it, and the other nodes find
+		// it at their safety re-check (internal/server/worker.go).
+		if runAt <= now {
+			return notifyJobs(ctx, tx, queue)
+		}
+		return nil
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrLeaseLost) {
 			return nil, err
 		}
-		return nil, translate(err)
+		return nil, translate(ctx, err)
 	}
 	return res, nil
 }
@@ -189,7 +208,7 @@ func (s *Store) ExtendLease(ctx context.Context, p *store.ExtendLeaseParams) (ti
 	t, err := s.pool.Exec(ctx, `UPDATE sepp_jobs SET lease_expires_at = $4 WHERE `+leaseHeld,
 		pgID(p.ID), p.LeaseToken[:], now, expires)
 	if err != nil {
-		return time.Time{}, translate(err)
+		return time.Time{}, translate(ctx, err)
 	}
 	if t.RowsAffected() == 0 {
 		return time.Time{}, store.ErrLeaseLost
