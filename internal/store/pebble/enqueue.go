@@ -22,7 +22,14 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 	if err != nil {
 		return nil, err
 	}
-	op := &enqueueOp{atomic: p.Atomic, now: now, jobs: jobs, results: make([]store.EnqueueResult, len(jobs))}
+	op := &enqueueOp{atomic: p.Atomic, now: now, jobs: jobs}
+	if hit, err := s.enqueueHits(op); err != nil || hit {
+		if err != nil {
+			return nil, err
+		}
+		return op.results, nil
+	}
+	op.results = make([]store.EnqueueResult, len(jobs))
 	if err := s.submitOp(ctx, &writeOp{enqueue: op, done: make(chan struct{})}); err != nil {
 		return nil, err
 	}
@@ -43,7 +50,7 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 			if err != nil {
 				return
 			}
-			if !s.filter.mayContain(dedupName(k.Queue, k.Key)) {
+			if !s.filter.Load().mayContain(dedupName(k.Queue, k.Key)) {
 				return // certainly new: no record to read
 			}
 			var d *dedupRecord
@@ -89,7 +96,7 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 		d := dedupRecord{Record: e.Record, Hits: e.Hits}
 		// Into the filter before the record is written: a filter may hold a
 		// name that is not stored (a batch that failed), never the reverse.
-		s.filter.add(dedupName(k.Queue, k.Key))
+		s.filter.Load().add(dedupName(k.Queue, k.Key))
 		if err := t.set(dedupKey(k.Queue, k.Key), encodeDedup(&d)); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package pebble
 import (
 	"hash/maphash"
 	"math/bits"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -16,10 +17,11 @@ import (
 // The filter never forgets, so released, swept and replaced records stay in
 // it as false positives; it is rebuilt from the records (a scan) when it has
 // taken in as many names as it was sized for, at 10 bits a name, and at
-// Open. Only the writer touches it.
+// Open. Only the writer adds to it; the enqueue path for dedup hits
+// (enqueueHits) reads it concurrently, so its words are atomic.
 type keyFilter struct {
 	seed  maphash.Seed
-	bits  []uint64
+	bits  []atomic.Uint64
 	mask  uint64 // len(bits)*64 - 1
 	added int
 	limit int // names the filter was sized for
@@ -36,7 +38,7 @@ func newKeyFilter(names int) *keyFilter {
 	limit := max(minFilterNames, 1<<bits.Len(uint(2*names)))
 	words := limit * 10 / 64
 	words = 1 << bits.Len(uint(words-1)) // a power of two, for the mask
-	return &keyFilter{seed: maphash.MakeSeed(), bits: make([]uint64, words), mask: uint64(words*64 - 1), limit: limit}
+	return &keyFilter{seed: maphash.MakeSeed(), bits: make([]atomic.Uint64, words), mask: uint64(words*64 - 1), limit: limit}
 }
 
 func (f *keyFilter) hash(name []byte) (uint64, uint64) {
@@ -50,7 +52,7 @@ func (f *keyFilter) add(name []byte) {
 	}
 	h, d := f.hash(name)
 	for range filterProbes {
-		f.bits[(h&f.mask)/64] |= 1 << (h & 63)
+		f.bits[(h&f.mask)/64].Or(1 << (h & 63))
 		h += d
 	}
 	f.added++
@@ -64,7 +66,7 @@ func (f *keyFilter) mayContain(name []byte) bool {
 	}
 	h, d := f.hash(name)
 	for range filterProbes {
-		if f.bits[(h&f.mask)/64]&(1<<(h&63)) == 0 {
+		if f.bits[(h&f.mask)/64].Load()&(1<<(h&63)) == 0 {
 			return false
 		}
 		h += d

@@ -58,7 +58,7 @@ func TestKeyFilterRebuilt(t *testing.T) {
 	}
 	// On the writer: mark the filter full, so that it is rebuilt after this
 	// commit.
-	if err := s.submit(ctx, func(*tx) error { s.filter.limit = s.filter.added; return nil }); err != nil {
+	if err := s.submit(ctx, func(*tx) error { s.filter.Load().limit = s.filter.Load().added; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	again, err := s.EnqueueBatch(ctx, &store.EnqueueBatchParams{Jobs: batch(), Now: t0})

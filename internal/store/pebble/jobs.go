@@ -62,7 +62,14 @@ func (s *Store) LookupDedup(ctx context.Context, p *store.LookupDedupParams) (*s
 	now := p.Now.UnixMicro()
 	var l *store.DedupLookup
 	err := s.read(func(db *pebble.DB) error {
-		d, err := getDedup(db, p.Queue, p.Key)
+		var d *dedupRecord
+		pending, err := s.lookupPending(func() (*pendingHit, error) {
+			var err error
+			if d, err = getDedup(db, p.Queue, p.Key); err != nil || d == nil {
+				return nil, err
+			}
+			return &pendingHit{p.Queue, p.Key, d.JobID}, nil
+		})
 		if err != nil {
 			return err
 		}
@@ -70,6 +77,7 @@ func (s *Store) LookupDedup(ctx context.Context, p *store.LookupDedupParams) (*s
 			return store.ErrDedupNotFound
 		}
 		l = &store.DedupLookup{Record: dedupOut(p.Queue, p.Key, d), JobState: store.JobStateDeleted}
+		l.Record.Hits += pending
 		r, err := getJob(db, d.JobID)
 		switch {
 		case errors.Is(err, store.ErrJobNotFound):

@@ -18,6 +18,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -65,8 +66,13 @@ type Store struct {
 	stopped   chan struct{} // closed by the writer when it has exited
 	closeOnce sync.Once
 
-	cursors cursors    // writer-only
-	filter  *keyFilter // writer-only; nil: every dedup lookup reads
+	cursors cursors // writer-only
+	// filter is replaced by the writer only; nil: every dedup lookup reads.
+	filter atomic.Pointer[keyFilter]
+	// pending holds the hit counts that enqueueHits answered and the
+	// writer has not committed yet, so a lookup counts them at once.
+	pendingMu sync.Mutex
+	pending   map[pendingHit]int64
 
 	// The acknowledgement mark (ackmark.go): acked is the count the last
 	// committed batch carries, marked the one the mark file holds.
@@ -151,7 +157,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		lock.Close()
 		return nil, err
 	}
-	if s.filter, err = buildKeyFilter(db); err != nil {
+	s.pending = map[pendingHit]int64{}
+	f, err := buildKeyFilter(db)
+	if err != nil {
 		db.Close()
 		lock.Close()
 		return nil, fmt.Errorf("pebble: read the dedup records: %w", corruptionError(opts.Path, err))
@@ -163,7 +171,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.recovery.WALFiles, s.recovery.WALKeys, s.recovery.WALBatches = logger.figures()
-	s.recovery.DedupRecords = s.filter.added
+	s.filter.Store(f)
+	s.recovery.DedupRecords = f.added
 	if torn != "" && lost == "" {
 		// The mark vouches for every commit the log still holds.
 		torn += "; the acknowledgement mark shows that no acknowledged write is missing"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -23,6 +24,9 @@ type writeOp struct {
 	enqueue *enqueueOp
 	err     error
 	done    chan struct{}
+	// hits, if set, is the pending hit count this operation commits
+	// (hits.go); it is settled when its batch commits, or dropped.
+	hits *pendingCount
 }
 
 func (op *writeOp) jobs() int {
@@ -100,7 +104,7 @@ func (s *Store) writer() {
 			}
 		}
 		s.commit(group)
-		if s.filter.full() {
+		if s.filter.Load().full() {
 			s.rebuildFilter()
 		}
 	}
@@ -114,7 +118,7 @@ func (s *Store) rebuildFilter() {
 	if err != nil {
 		f = nil
 	}
-	s.filter = f
+	s.filter.Store(f)
 }
 
 // commit runs group in one batch and answers every operation.
@@ -156,6 +160,11 @@ func (s *Store) commit(group []*writeOp) {
 		s.opts.OnCommit(len(group), jobs, time.Since(start))
 	}
 	for _, op := range group {
+		if op.hits != nil { // not committed: dropped
+			s.pendingMu.Lock()
+			s.settleHits(op)
+			s.pendingMu.Unlock()
+		}
 		close(op.done)
 	}
 }
@@ -198,7 +207,22 @@ func (s *Store) runGroup(ops []*writeOp) error {
 		if err := t.b.Set(ackKey, next.encode(nil), nil); err != nil {
 			return err
 		}
-		if err := t.b.Commit(pebble.Sync); err != nil {
+		// A lookup reads a record and its pending hits under pendingMu;
+		// the hits this batch commits leave pending as it becomes visible.
+		withHits := slices.ContainsFunc(ops, func(op *writeOp) bool { return op.hits != nil })
+		if withHits {
+			s.pendingMu.Lock()
+		}
+		err := t.b.Commit(pebble.Sync)
+		if withHits {
+			if err == nil {
+				for _, op := range ops {
+					s.settleHits(op)
+				}
+			}
+			s.pendingMu.Unlock()
+		}
+		if err != nil {
 			return fmt.Errorf("pebble: commit: %w", err)
 		}
 		s.acked = next

@@ -1,0 +1,124 @@
+package pebble
+
+import (
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
+)
+
+// Dedup hits without a commit. An enqueue whose every job is a hit on a
+// stored, live dedup record creates nothing: its answer depends only on
+// records that are already committed, and so already synced (Pebble makes
+// a batch committed with pebble.Sync visible only after its sync). Such an
+// enqueue is decided outside the writer, by the same rules
+// (storerule.Group), and answered without waiting for a commit, as Redis
+// answers a task id it already holds. What it changes, the records' hit
+// counts, goes to the writer afterwards and is committed with the next
+// group; until then a lookup adds it from pending. A crash before that
+// commit loses those increments: the hit count is a statistic, and every
+// job and record the hit answered with is on disk.
+
+// pendingHit names the record a pending hit count belongs to.
+type pendingHit struct {
+	queue, key string
+	job        store.JobID
+}
+
+// enqueueHits decides op outside the writer when every job of it may be a
+// hit (each key is keyed and in the filter), by reading the stored records.
+// It returns false, having changed nothing, when any job would create or
+// replace a record: the writer decides those.
+func (s *Store) enqueueHits(op *enqueueOp) (bool, error) {
+	f := s.filter.Load()
+	for i := range op.jobs {
+		j := &op.jobs[i]
+		if !j.Keyed || !f.mayContain(dedupName(j.Queue, j.Key)) {
+			return false, nil
+		}
+	}
+	g := storerule.NewGroup()
+	err := s.read(func(db *pebble.DB) error {
+		var err error
+		storerule.Keys(op.jobs, map[storerule.Key]bool{}, func(k storerule.Key) {
+			if err != nil {
+				return
+			}
+			var d *dedupRecord
+			if d, err = getDedup(db, k.Queue, k.Key); err == nil && d != nil {
+				g.Records[k] = &storerule.Entry{Record: d.Record, Stored: true}
+			}
+		})
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	results := make([]store.EnqueueResult, len(op.jobs))
+	derr := g.Decide(op.atomic, op.now, op.jobs, results)
+	if len(g.New) > 0 || len(g.Created) > 0 || len(g.Replaced) > 0 {
+		return false, nil
+	}
+	op.results = results
+	for k, e := range g.Records {
+		if e.Hits > 0 {
+			s.addHits(pendingHit{k.Queue, k.Key, e.JobID}, e.Hits)
+		}
+	}
+	return true, derr
+}
+
+// pendingCount is a hit count on its way to the writer.
+type pendingCount struct {
+	h pendingHit
+	n int64
+}
+
+// addHits counts n hits on a record as pending and hands the increment to
+// the writer, without waiting for its commit.
+func (s *Store) addHits(h pendingHit, n int64) {
+	s.pendingMu.Lock()
+	s.pending[h] += n
+	s.pendingMu.Unlock()
+	op := &writeOp{done: make(chan struct{}), hits: &pendingCount{h, n}, apply: func(t *tx) error {
+		d, err := getDedup(t.b, h.queue, h.key)
+		if err != nil || d == nil || d.JobID != h.job {
+			return err // released, swept or replaced since: nothing to count
+		}
+		d.Hits += n
+		return t.set(dedupKey(h.queue, h.key), encodeDedup(d))
+	}}
+	select {
+	case s.ops <- op:
+	case <-s.stop:
+		s.pendingMu.Lock()
+		s.settleHits(op) // closing: the count is dropped
+		s.pendingMu.Unlock()
+	}
+}
+
+// settleHits removes op's count, if any, from pending: it was committed or
+// dropped. The caller holds pendingMu.
+func (s *Store) settleHits(op *writeOp) {
+	c := op.hits
+	if c == nil {
+		return
+	}
+	op.hits = nil
+	if s.pending[c.h] -= c.n; s.pending[c.h] <= 0 {
+		delete(s.pending, c.h)
+	}
+}
+
+// lookupPending runs read, which reads a record, and adds the hits pending
+// on it, under pendingMu, so that a count is never both committed and
+// pending, nor neither.
+func (s *Store) lookupPending(read func() (*pendingHit, error)) (int64, error) {
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	h, err := read()
+	if err != nil || h == nil {
+		return 0, err
+	}
+	return s.pending[*h], nil
+}
