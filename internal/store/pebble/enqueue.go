@@ -23,7 +23,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 		return nil, err
 	}
 	op := &enqueueOp{atomic: p.Atomic, now: now, jobs: jobs}
-	if hit, err := s.enqueueHits(op); err != nil || hit {
+	if hit, err := s.enqueueHits(ctx, op); err != nil || hit {
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,8 @@
 package pebble
 
 import (
+	"context"
+
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sepp-dev/sepp/internal/store"
@@ -9,11 +11,12 @@ import (
 
 // Dedup hits without a commit. An enqueue whose every job is a hit on a
 // stored, live dedup record creates nothing: its answer depends only on
-// records that are already committed, and so already synced (Pebble makes
-// a batch committed with pebble.Sync visible only after its sync). Such an
-// enqueue is decided outside the writer, by the same rules
-// (storerule.Group), and answered without waiting for a commit, as Redis
-// answers a task id it already holds. What it changes, the records' hit
+// records that are already committed. Such an enqueue is decided outside
+// the writer, by the same rules (storerule.Group), and answered without a
+// commit of its own, as Redis answers a task id it already holds. Pebble
+// makes a batch visible before its sync returns, so the answer waits until
+// the commit the writer was in when the records were read has returned
+// (awaitSynced): at most the rest of one sync, never a group of its own. What it changes, the records' hit
 // counts, goes to the writer afterwards and is committed with the next
 // group; until then a lookup adds it from pending. A crash before that
 // commit loses those increments: the hit count is a statistic, and every
@@ -29,7 +32,7 @@ type pendingHit struct {
 // hit (each key is keyed and in the filter), by reading the stored records.
 // It returns false, having changed nothing, when any job would create or
 // replace a record: the writer decides those.
-func (s *Store) enqueueHits(op *enqueueOp) (bool, error) {
+func (s *Store) enqueueHits(ctx context.Context, op *enqueueOp) (bool, error) {
 	f := s.filter.Load()
 	for i := range op.jobs {
 		j := &op.jobs[i]
@@ -54,10 +57,15 @@ func (s *Store) enqueueHits(op *enqueueOp) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// What the read saw was published by this commit or an earlier one.
+	seen := s.committing.Load()
 	results := make([]store.EnqueueResult, len(op.jobs))
 	derr := g.Decide(op.atomic, op.now, op.jobs, results)
 	if len(g.New) > 0 || len(g.Created) > 0 || len(g.Replaced) > 0 {
 		return false, nil
+	}
+	if err := s.awaitSynced(ctx, seen); err != nil {
+		return false, err
 	}
 	op.results = results
 	for k, e := range g.Records {
@@ -66,6 +74,31 @@ func (s *Store) enqueueHits(op *enqueueOp) (bool, error) {
 		}
 	}
 	return true, derr
+}
+
+// markSynced records that commit n has returned (synced, or failed: a
+// failed commit leaves the store to fail its callers) and wakes awaitSynced.
+func (s *Store) markSynced(n uint64) {
+	s.synced.Store(n)
+	next := make(chan struct{})
+	close(*s.syncedCh.Swap(&next))
+}
+
+// awaitSynced returns once commit n has returned.
+func (s *Store) awaitSynced(ctx context.Context, n uint64) error {
+	for {
+		ch := s.syncedCh.Load()
+		if s.synced.Load() >= n {
+			return nil
+		}
+		select {
+		case <-*ch:
+		case <-s.stopped:
+			return store.ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // pendingCount is a hit count on its way to the writer.

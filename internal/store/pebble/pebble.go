@@ -73,6 +73,13 @@ type Store struct {
 	// writer has not committed yet, so a lookup counts them at once.
 	pendingMu sync.Mutex
 	pending   map[pendingHit]int64
+	// Pebble makes a committed batch visible before its sync returns.
+	// committing is the number of the commit the writer is in (set before
+	// it starts), synced the last whose commit returned, and syncedCh is
+	// closed when synced moves on (then replaced): enqueueHits waits with
+	// them until what it read is on disk.
+	committing, synced atomic.Uint64
+	syncedCh           atomic.Pointer[chan struct{}]
 
 	// The acknowledgement mark (ackmark.go): acked is the count the last
 	// committed batch carries, marked the one the mark file holds.
@@ -158,6 +165,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.pending = map[pendingHit]int64{}
+	ch := make(chan struct{})
+	s.syncedCh.Store(&ch)
 	f, err := buildKeyFilter(db)
 	if err != nil {
 		db.Close()

@@ -213,7 +213,9 @@ func (s *Store) runGroup(ops []*writeOp) error {
 		if withHits {
 			s.pendingMu.Lock()
 		}
+		s.committing.Store(next.commits)
 		err := t.b.Commit(pebble.Sync)
+		s.markSynced(next.commits)
 		if withHits {
 			if err == nil {
 				for _, op := range ops {
