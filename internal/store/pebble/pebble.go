@@ -63,7 +63,7 @@ type Store struct {
 
 	ops       chan *writeOp
 	stop      chan struct{} // closed by Close: the writer drains and exits
-	stopped   chan struct{} // closed by the writer when it has exited
+	stopped   chan struct{} // closed by the syncer once the writer has exited and every group is answered
 	closeOnce sync.Once
 
 	cursors cursors // writer-only
@@ -80,6 +80,7 @@ type Store struct {
 	// them until what it read is on disk.
 	committing, synced atomic.Uint64
 	syncedCh           atomic.Pointer[chan struct{}]
+	inflightCh         chan inflight // applied groups, from the writer to the syncer
 
 	// The acknowledgement mark (ackmark.go): acked is the count the last
 	// committed batch carries, marked the one the mark file holds.
@@ -158,6 +159,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
 		cursors: cursors{},
+		// Groups applied and not yet synced; the writer runs at most this
+		// far ahead of the disk.
+		inflightCh: make(chan inflight, 16),
 	}
 	if err := s.migrate(); err != nil {
 		db.Close()
@@ -192,6 +196,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 	}
 	go s.writer()
+	go s.syncer()
 	return s, nil
 }
 

@@ -76,9 +76,12 @@ func (s *Store) submitOp(ctx context.Context, op *writeOp) error {
 
 // writer is the only goroutine that writes. It is started by Open and stops
 // when Close closes s.stop, after committing every operation already queued.
+// It applies each group and hands it to the syncer without waiting for the
+// group's WAL sync, so the next group is decided while the disk syncs the
+// last one (Pebble's log writer folds the syncs queued meanwhile into one);
+// the syncer answers the groups in order, each once its sync has returned.
 func (s *Store) writer() {
-	defer close(s.stopped)
-	group := make([]*writeOp, 0, s.opts.MaxGroupOps)
+	defer close(s.inflightCh)
 	for {
 		var first *writeOp
 		select {
@@ -93,7 +96,8 @@ func (s *Store) writer() {
 				}
 			}
 		}
-		group = append(group[:0], first)
+		group := make([]*writeOp, 1, 8) // the syncer answers it: not reused
+		group[0] = first
 	drain:
 		for len(group) < s.opts.MaxGroupOps {
 			select {
@@ -121,60 +125,104 @@ func (s *Store) rebuildFilter() {
 	s.filter.Store(f)
 }
 
-// commit runs group in one batch and answers every operation.
+// inflight is a group applied and on its way to its answers.
+type inflight struct {
+	group []*writeOp
+	// b is the group's batch, applied without waiting for its sync; nil
+	// when the group wrote nothing (or failed before its commit).
+	b      *pebble.Batch
+	commit uint64   // the commit's number (b != nil)
+	count  ackCount // the acknowledged count once it has synced
+	start  time.Time
+}
+
+// commit applies group in one batch and hands it to the syncer. If the
+// group fails with a storage error its batch is dropped and each operation
+// runs again in a batch of its own, so one bad operation cannot fail its
+// neighbours.
 func (s *Store) commit(group []*writeOp) {
 	start := time.Now()
-	err := s.runGroup(group)
-	if err != nil && len(group) > 1 {
-		for _, op := range group {
-			if err := s.runGroup([]*writeOp{op}); err != nil {
-				op.err = err
+	f, err := s.runGroup(group)
+	if err == nil {
+		f.start = start
+		s.inflightCh <- f
+		return
+	}
+	if len(group) == 1 {
+		if group[0].err == nil {
+			group[0].err = err
+		}
+		s.inflightCh <- inflight{group: group, count: s.acked, start: start}
+		return
+	}
+	for _, op := range group {
+		f, err := s.runGroup([]*writeOp{op})
+		if err != nil {
+			op.err = err
+			f = inflight{group: []*writeOp{op}, count: s.acked}
+		}
+		f.start = start
+		s.inflightCh <- f
+	}
+}
+
+// syncer answers the applied groups in order: it waits for each one's WAL
+// sync, records it in the acknowledgement mark (ackmark.go), and answers
+// every operation of it. It exits once the writer has stopped and every
+// group is answered, and then closes s.stopped.
+func (s *Store) syncer() {
+	defer close(s.stopped)
+	for f := range s.inflightCh {
+		var err error
+		if f.b != nil {
+			if err = f.b.SyncWait(); err != nil {
+				err = fmt.Errorf("pebble: commit: %w", err)
+			}
+			f.b.Close()
+			s.markSynced(f.commit)
+		}
+		if err == nil && f.count != s.marked {
+			// Every operation of the group is answered only once the mark
+			// holds its commit.
+			if err = s.ack.write(f.count); err != nil {
+				err = fmt.Errorf("pebble: record the acknowledgement in %s: %w; the write may be committed: retry it with its idempotency key", AckMarkFile, err)
+			} else {
+				s.marked = f.count
 			}
 		}
-	} else {
-		for _, op := range group {
+		jobs := 0
+		for _, op := range f.group {
 			if op.err == nil {
 				op.err = err
 			}
-		}
-	}
-	if s.acked != s.marked {
-		// Every operation of the group is answered only once the mark
-		// holds its commit (ackmark.go).
-		if err := s.ack.write(s.acked); err != nil {
-			err = fmt.Errorf("pebble: record the acknowledgement in %s: %w; the write may be committed: retry it with its idempotency key", AckMarkFile, err)
-			for _, op := range group {
-				if op.err == nil {
-					op.err = err
-				}
-			}
-		} else {
-			s.marked = s.acked
-		}
-	}
-	if s.opts.OnCommit != nil {
-		jobs := 0
-		for _, op := range group {
 			jobs += op.jobs()
 		}
-		s.opts.OnCommit(len(group), jobs, time.Since(start))
-	}
-	for _, op := range group {
-		if op.hits != nil { // not committed: dropped
-			s.pendingMu.Lock()
-			s.settleHits(op)
-			s.pendingMu.Unlock()
+		if s.opts.OnCommit != nil {
+			s.opts.OnCommit(len(f.group), jobs, time.Since(f.start))
 		}
-		close(op.done)
+		for _, op := range f.group {
+			if op.hits != nil { // not committed: dropped
+				s.pendingMu.Lock()
+				s.settleHits(op)
+				s.pendingMu.Unlock()
+			}
+			close(op.done)
+		}
 	}
 }
 
 // runGroup applies ops to one indexed batch, so each sees the writes of
-// those before it, and commits it with a sync. It returns the first storage
-// error (after dropping the batch), or the commit's error.
-func (s *Store) runGroup(ops []*writeOp) error {
+// those before it, and applies it to the database with a sync requested,
+// without waiting for the sync. It returns the group in flight, or the
+// first storage error (after dropping the batch).
+func (s *Store) runGroup(ops []*writeOp) (inflight, error) {
 	t := &tx{s: s, b: s.db.NewIndexedBatch(), raised: map[string][]byte{}}
-	defer t.b.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			t.b.Close()
+		}
+	}()
 	for i := 0; i < len(ops); {
 		op := ops[i]
 		op.err = nil
@@ -185,7 +233,7 @@ func (s *Store) runGroup(ops []*writeOp) error {
 				j++
 			}
 			if err := s.applyEnqueues(t, ops[i:j]); err != nil {
-				return err
+				return inflight{}, err
 			}
 			i = j
 			continue
@@ -197,15 +245,16 @@ func (s *Store) runGroup(ops []*writeOp) error {
 				op.err = le.err
 				continue
 			}
-			return err
+			return inflight{}, err
 		}
 	}
+	f := inflight{group: ops}
 	if !t.b.Empty() {
 		next := s.acked
 		next.commits++
 		next.jobs += uint64(created(ops))
 		if err := t.b.Set(ackKey, next.encode(nil), nil); err != nil {
-			return err
+			return inflight{}, err
 		}
 		// A lookup reads a record and its pending hits under pendingMu;
 		// the hits this batch commits leave pending as it becomes visible.
@@ -214,8 +263,7 @@ func (s *Store) runGroup(ops []*writeOp) error {
 			s.pendingMu.Lock()
 		}
 		s.committing.Store(next.commits)
-		err := t.b.Commit(pebble.Sync)
-		s.markSynced(next.commits)
+		err := s.db.ApplyNoSyncWait(t.b, pebble.Sync)
 		if withHits {
 			if err == nil {
 				for _, op := range ops {
@@ -225,14 +273,17 @@ func (s *Store) runGroup(ops []*writeOp) error {
 			s.pendingMu.Unlock()
 		}
 		if err != nil {
-			return fmt.Errorf("pebble: commit: %w", err)
+			s.markSynced(next.commits)
+			return inflight{}, fmt.Errorf("pebble: commit: %w", err)
 		}
 		s.acked = next
+		f.b, f.commit, keep = t.b, next.commits, true
 	}
+	f.count = s.acked
 	for prefix, k := range t.raised {
 		s.cursors[prefix] = k
 	}
-	return nil
+	return f, nil
 }
 
 // created counts the jobs the enqueues of ops created.
