@@ -388,6 +388,9 @@ func (a *asynqInstance) enqueueBatch(context.Context, []string) (int, error) { r
 
 func (a *asynqInstance) stored(context.Context) (int, error) {
 	q, err := a.inspector.GetQueueInfo(a.queue)
+	if err != nil && strings.Contains(err.Error(), "does not exist") {
+		return 0, nil // nothing enqueued yet (the inspector's error wraps no sentinel)
+	}
 	if err != nil {
 		return 0, err
 	}
