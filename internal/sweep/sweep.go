@@ -34,6 +34,12 @@ type Options struct {
 	// leases: their jobs are deliverable again, on queues the result does
 	// not name.
 	LeasesReleased func()
+	// Share bounds the part of the time a long sweep keeps the store busy:
+	// after each full batch it pauses for as long as the call took, times
+	// (1-Share)/Share, so the writes of producers and workers keep the
+	// rest. An expired record is treated as absent whether it is swept yet
+	// or not, so a slower sweep changes no answer. Zero: 0.25; 1: no pause.
+	Share float64
 }
 
 // Sweeper runs the sweeps.
@@ -43,6 +49,9 @@ type Sweeper struct{ o Options }
 func New(o Options) *Sweeper {
 	if o.Batch <= 0 {
 		o.Batch = 1000
+	}
+	if o.Share <= 0 || o.Share > 1 {
+		o.Share = 0.25
 	}
 	return &Sweeper{o: o}
 }
@@ -80,6 +89,7 @@ func (w *Sweeper) Run(stop <-chan struct{}) {
 func (w *Sweeper) Sweep(ctx context.Context) (store.SweepResult, error) {
 	var total store.SweepResult
 	for {
+		start := time.Now()
 		res, err := w.o.Store.Sweep(ctx, &store.SweepParams{
 			Now:                w.o.Now(),
 			Limit:              w.o.Batch,
@@ -105,6 +115,14 @@ func (w *Sweeper) Sweep(ctx context.Context) (store.SweepResult, error) {
 					"effects_deleted", total.Effects)
 			}
 			return total, nil
+		}
+		if w.o.Share < 1 {
+			pause := time.Duration(float64(time.Since(start)) * (1 - w.o.Share) / w.o.Share)
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return total, ctx.Err()
+			}
 		}
 	}
 }
