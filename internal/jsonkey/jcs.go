@@ -410,7 +410,8 @@ func (p *parser) escape() (rune, error) {
 		return r, nil
 	default:
 		p.pos++
-		return 0, p.errorf("invalid escape \\" + string(rune(c)) + " in a string")
+		r, _ := utf8.DecodeRune(d[p.pos:])
+		return 0, p.errorf("invalid escape \\" + string(r) + " in a string")
 	}
 }
 
