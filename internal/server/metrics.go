@@ -25,6 +25,9 @@ type Metrics struct {
 	sweepDeleted *prometheus.CounterVec
 	recovered    *prometheus.GaugeVec
 	damaged      prometheus.Gauge
+	// webhookRequests counts webhook requests by configured path and
+	// answered status (webhook.go).
+	webhookRequests *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics in a registry of their own, with the Go
@@ -78,8 +81,12 @@ func NewMetrics() *Metrics {
 			Name: "sepp_store_recovery_damaged",
 			Help: "Things the store found damaged and dropped when it opened (a torn or damaged write-ahead log record); 0 when nothing was.",
 		}),
+		webhookRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sepp_webhook_requests_total",
+			Help: "Requests to the [[webhooks]] paths by path and HTTP status answered (202 new job, 200 retry, 401 bad signature, ...).",
+		}, []string{"path", "status"}),
 	}
-	m.registry.MustRegister(m.enqueues, m.dedupHits, m.reserved, m.completions, m.leaseExpired, m.effectClaims, m.commitTime, m.commitJobs, m.sweepDeleted, m.recovered, m.damaged,
+	m.registry.MustRegister(m.enqueues, m.dedupHits, m.reserved, m.completions, m.leaseExpired, m.effectClaims, m.commitTime, m.commitJobs, m.sweepDeleted, m.recovered, m.damaged, m.webhookRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

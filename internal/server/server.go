@@ -159,6 +159,9 @@ func New(opts Options) (*Server, error) {
 	s.connectHealth = grpchealth.NewStaticChecker(serviceNames...)
 	mux.Handle(grpchealth.NewHandler(s.connectHealth))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	if err := s.mountWebhooks(mux, jobs); err != nil { // [[webhooks]], webhook.go
+		return nil, err
+	}
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	return s, nil
 }
