@@ -4,6 +4,7 @@
 //	sepp enqueue --queue q --type t [--key k] [--payload ... | --payload-file f]
 //	sepp job get ID | sepp job cancel ID
 //	sepp key lookup --queue q KEY | sepp key release --queue q KEY
+//	sepp webhook test --path /hooks/x --key k --body @file [--scheme github --secret-env NAME]
 //	sepp bench enqueue [-n 100000] [-c 32] [-dup 0.2] [-payload 256]
 //
 // main only wires flags to a command; the work lives in the packages.
@@ -32,6 +33,8 @@ Usage:
   sepp queue pause|resume Q                     stop or restart delivery from Q
   sepp jobs list [--queue Q] [--state S]        list jobs
   sepp dlq list|requeue|purge [--queue Q | --all | ID...]   the dead letter
+  sepp webhook test --path P --key K --body @FILE|TEXT [--scheme S --secret-env NAME]
+                                                send a signed POST to a [[webhooks]] path
   sepp bench enqueue [flags]                    measure keyed enqueue throughput
   sepp bench e2e [flags]                        measure enqueue-to-completion throughput
   sepp bench worker --queues Q [flags]          a no-op worker process, for load and crash tests
@@ -121,6 +124,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return runDLQ("requeue", r, stdout, stderr)
 		case "purge":
 			return runDLQ("purge", r, stdout, stderr)
+		}
+	case "webhook":
+		switch s, r := sub(); s {
+		case "test":
+			return runWebhookTest(r, stdout, stderr)
 		}
 	case "bench":
 		switch s, r := sub(); s {
