@@ -40,6 +40,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *check {
+		if err := server.CheckWebhookSecrets(cfg); err != nil { // [[webhooks]] secrets, as serve reads them
+			return err
+		}
 		name := *configPath
 		if name == "" {
 			name = "(no config file: defaults)"

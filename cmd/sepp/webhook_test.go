@@ -103,6 +103,20 @@ secret_env = "SEPP_TEST_GITHUB_SECRET"
 		t.Fatalf("unsigned: %v\n%s", err, out)
 	}
 
+	// sepp serve --check-config reads the secrets as serve does.
+	cfgFile := filepath.Join(t.TempDir(), "sepp.toml")
+	if err := os.WriteFile(cfgFile, []byte("[[webhooks]]\npath = \"/hooks/a\"\nqueue = \"q\"\njob_type = \"t\"\n[webhooks.signature]\nscheme = \"github\"\nsecret_env = \"SEPP_TEST_CHECK_SECRET\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SEPP_TEST_CHECK_SECRET", "")
+	if _, _, err := cli(t, "serve", "--check-config", "--config", cfgFile); err == nil || !strings.Contains(err.Error(), "webhook /hooks/a: the environment variable SEPP_TEST_CHECK_SECRET") {
+		t.Fatalf("--check-config without the secret: %v", err)
+	}
+	t.Setenv("SEPP_TEST_CHECK_SECRET", "set")
+	if out, _, err := cli(t, "serve", "--check-config", "--config", cfgFile); err != nil || !strings.Contains(out, "OK") {
+		t.Fatalf("--check-config with the secret: %v %q", err, out)
+	}
+
 	// Usage errors.
 	if _, stderr, err := cli(t, "webhook", "test", addr); err != exitCode(2) || !strings.Contains(stderr, "usage: sepp webhook test") {
 		t.Fatalf("no --path: %v %q", err, stderr)

@@ -94,6 +94,20 @@ func (s *Server) mountWebhooks(mux *http.ServeMux, jobs *jobService) (err error)
 	return nil
 }
 
+// CheckWebhookSecrets reads the secret of every webhook of cfg as the server
+// does at start, for sepp serve --check-config; the error is the one the
+// server would stop with.
+func CheckWebhookSecrets(cfg *config.Config) error {
+	for _, wc := range cfg.ResolvedWebhooks() {
+		if wc.Signature.Enabled() {
+			if _, err := readWebhookSecret(wc); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // mountHandler is mux.Handle, with a conflicting pattern (a config built in
 // code and not validated) returned as an error instead of a panic.
 func mountHandler(mux *http.ServeMux, path string, h http.Handler) (err error) {
