@@ -24,6 +24,13 @@ var (
 	// ErrIdempotencyKeyConflict: the key is recorded with a different job
 	// type or payload on a queue with key_reuse = "reject_mismatch".
 	ErrIdempotencyKeyConflict = errors.New("IDEMPOTENCY_KEY_CONFLICT")
+	// ErrIdempotencyKeyRequired: the queue has require_key = true and the
+	// job has no key, given or derived.
+	ErrIdempotencyKeyRequired = errors.New("IDEMPOTENCY_KEY_REQUIRED")
+	// ErrDuplicateJob: the key is already recorded on a queue with
+	// on_duplicate = "reject"; Error.Metadata["job_id"] names the original
+	// (on a single enqueue; a batch item's message names it).
+	ErrDuplicateJob = errors.New("DUPLICATE_JOB")
 	// ErrUnknownQueue: the queue is not declared and the server is strict.
 	ErrUnknownQueue = errors.New("UNKNOWN_QUEUE")
 	// ErrUnknownJobType: the queue's job_types do not include the job type.
@@ -51,7 +58,8 @@ var sentinels = map[string]error{}
 
 func init() {
 	for _, e := range []error{
-		ErrIdempotencyKeyTooLong, ErrIdempotencyKeyEmpty, ErrIdempotencyKeyConflict, ErrUnknownQueue,
+		ErrIdempotencyKeyTooLong, ErrIdempotencyKeyEmpty, ErrIdempotencyKeyConflict, ErrIdempotencyKeyRequired,
+		ErrDuplicateJob, ErrUnknownQueue,
 		ErrUnknownJobType, ErrPayloadTooLarge, ErrBatchTooLarge, ErrInvalidField, ErrJobNotFound,
 		ErrLeaseLost, ErrEffectInProgress, ErrUnavailable, ErrInternal,
 	} {
@@ -70,6 +78,9 @@ type Error struct {
 	Message string
 	// Index is the failing job of an atomic batch, or -1.
 	Index int
+	// Metadata is the server's detail for the reason, such as the original
+	// "job_id" of DUPLICATE_JOB; nil when there is none.
+	Metadata map[string]string
 }
 
 func (e *Error) Error() string {
@@ -112,6 +123,7 @@ func fromRPC(ctx context.Context, err error) error {
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok {
 			e.Reason = info.GetReason()
+			e.Metadata = info.GetMetadata()
 			if i, err := strconv.Atoi(info.GetMetadata()["index"]); err == nil {
 				e.Index = i
 			}

@@ -49,6 +49,9 @@ type Config struct {
 	// field means "not set" and falls back to its default. Use Queue for the
 	// resolved settings of a queue. Default: none (every queue is undeclared).
 	Queues []QueueConfig `toml:"queues"`
+	// Webhooks are the [[webhooks]] entries in file order, as written; use
+	// ResolvedWebhooks for their settings with defaults. Default: none.
+	Webhooks []WebhookConfig `toml:"webhooks"`
 
 	// byName maps a declared queue's name to its resolved settings; built by
 	// Validate (and so by Load and Parse). nil means "not built": Queue and
@@ -185,7 +188,30 @@ type QueueConfig struct {
 	// BackoffMaxMs is the longest retry delay, in milliseconds.
 	// Default (0): 3600000 (1 h).
 	BackoffMaxMs int64 `toml:"backoff_max_ms"`
+	// RequireKey, when true, refuses an enqueue that has no idempotency
+	// key, given or derived (IDEMPOTENCY_KEY_REQUIRED). Default false.
+	RequireKey bool `toml:"require_key"`
+	// KeyFields, when not empty, derives the key of a job enqueued without
+	// one from these JSON pointers (RFC 6901) into its JSON-object payload:
+	// the canonical JSON (RFC 8785) of the array of their values. Do not
+	// modify the slice of a loaded config.
+	KeyFields []string `toml:"key_fields"`
+	// OnDuplicate is what an enqueue whose key is already recorded gets.
+	// Default (""): OnDuplicateReturnOriginal.
+	OnDuplicate OnDuplicate `toml:"on_duplicate"`
 }
+
+// OnDuplicate is a queue's answer to a dedup hit.
+type OnDuplicate string
+
+// The on_duplicate values.
+const (
+	// OnDuplicateReturnOriginal answers a hit with the original job
+	// (deduplicated = true).
+	OnDuplicateReturnOriginal OnDuplicate = "return_original"
+	// OnDuplicateReject fails a hit with DUPLICATE_JOB, naming the original.
+	OnDuplicateReject OnDuplicate = "reject"
+)
 
 // DedupWindow is DedupWindowMs as a duration (0 if not resolved: use the
 // QueueConfig returned by Config.Queue).
@@ -279,6 +305,9 @@ func (c *Config) resolve(q QueueConfig) QueueConfig {
 	}
 	if q.KeyReuse == "" {
 		q.KeyReuse = DefaultKeyReuse
+	}
+	if q.OnDuplicate == "" {
+		q.OnDuplicate = OnDuplicateReturnOriginal
 	}
 	if q.MaxAttempts == 0 {
 		q.MaxAttempts = DefaultMaxAttempts

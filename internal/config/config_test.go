@@ -105,9 +105,11 @@ func TestFullFile(t *testing.T) {
 	}
 	wantPayments := QueueConfig{
 		Name: "payments", DedupWindowMs: 604800000, KeyReuse: KeyReuseRejectMismatch, DedupByContent: true,
-		JobTypes: []string{"charge", "refund"}, MaxAttempts: 5, LeaseMs: 60000, BackoffInitialMs: 2000, BackoffMaxMs: 120000,
+		JobTypes: []string{"charge", "refund"}, MaxAttempts: 5, LeaseMs: 60000, BackoffInitialMs: 2000, BackoffMaxMs: 120000, OnDuplicate: OnDuplicateReturnOriginal,
 	}
-	if len(c.Queues) != 2 || !reflect.DeepEqual(c.Queues[0], wantPayments) || !reflect.DeepEqual(c.Queues[1], QueueConfig{Name: "emails"}) {
+	rawPayments := wantPayments // as the file says it, before defaults
+	rawPayments.OnDuplicate = ""
+	if len(c.Queues) != 2 || !reflect.DeepEqual(c.Queues[0], rawPayments) || !reflect.DeepEqual(c.Queues[1], QueueConfig{Name: "emails"}) {
 		t.Errorf("Queues = %+v", c.Queues)
 	}
 	if got := c.Queue("payments"); !reflect.DeepEqual(got, wantPayments) {
@@ -123,7 +125,7 @@ func TestFullFile(t *testing.T) {
 	// emails inherits the storage window (1 h here) and the queue defaults.
 	wantEmails := QueueConfig{
 		Name: "emails", DedupWindowMs: 3600000, KeyReuse: KeyReuseReturnOriginal,
-		MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000,
+		MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal,
 	}
 	if got := c.Queue("emails"); !reflect.DeepEqual(got, wantEmails) {
 		t.Errorf("Queue(emails) = %+v, want %+v", got, wantEmails)
@@ -244,13 +246,13 @@ func TestBadFiles(t *testing.T) {
 		{"unknown key: inline queue", "queues = [{ name = \"a\" }, { name = \"b\", lease = 5 }]\n", 1, "queues[1].lease",
 			`sepp.toml:1: queues[1].lease: unknown key (did you mean "lease_ms"?)`},
 		{"unknown key: quoted dotted", "\"server.listen\" = \":1\"\n", 1, `"server.listen"`,
-			`sepp.toml:1: "server.listen": unknown key; the sections are [server], [storage], [[queues]]`},
+			`sepp.toml:1: "server.listen": unknown key; the sections are [server], [storage], [[queues]], [[webhooks]]`},
 		{"unknown section: did you mean", "[serverr]\n", 1, "serverr",
 			`sepp.toml:1: serverr: unknown section (did you mean [server]?)`},
 		{"unknown section: queue", "[queue]\nname = \"a\"\n", 1, "queue",
 			`sepp.toml:1: queue: unknown section (did you mean [[queues]]?)`},
 		{"unknown section", "[metrics]\n", 1, "metrics",
-			`sepp.toml:1: metrics: unknown section; the sections are [server], [storage], [[queues]]`},
+			`sepp.toml:1: metrics: unknown section; the sections are [server], [storage], [[queues]], [[webhooks]]`},
 		{"unknown subsection", "[server.tls]\n", 1, "server.tls",
 			`sepp.toml:1: server.tls: unknown section; the keys of [server] are listen, strict, max_payload_bytes, max_batch_size`},
 
@@ -286,7 +288,7 @@ func TestBadFiles(t *testing.T) {
 		{"type: queue not a table", "queues = [{ name = \"a\" }, \"b\"]\n", 1, "queues[1]",
 			`sepp.toml:1: queues[1]: must be a table, like { name = "emails" }, got the string "b"`},
 		{"type: queue subsection", "[[queues]]\nname = \"a\"\n[queues.retry]\n", 3, "queues[0].retry",
-			`sepp.toml:3: queues[0].retry: unknown section; the keys of [[queues]] are name, dedup_window_ms, key_reuse, dedup_by_content, job_types, max_attempts, lease_ms, backoff_initial_ms, backoff_max_ms`},
+			`sepp.toml:3: queues[0].retry: unknown section; the keys of [[queues]] are name, dedup_window_ms, key_reuse, dedup_by_content, job_types, max_attempts, lease_ms, backoff_initial_ms, backoff_max_ms, require_key, key_fields, on_duplicate`},
 
 		// bad values
 		{"value: listen", "[server]\nlisten = \"localhost\"\n", 2, "server.listen",
@@ -559,10 +561,10 @@ backoff_max_ms = 1000
 		name string
 		want QueueConfig
 	}{
-		{"own", QueueConfig{Name: "own", DedupWindowMs: 5000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 1, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000}},
-		{"inherits", QueueConfig{Name: "inherits", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 1000}},
-		{"undeclared", QueueConfig{Name: "undeclared", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000}},
-		{"", QueueConfig{Name: "", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000}},
+		{"own", QueueConfig{Name: "own", DedupWindowMs: 5000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 1, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal}},
+		{"inherits", QueueConfig{Name: "inherits", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 1000, OnDuplicate: OnDuplicateReturnOriginal}},
+		{"undeclared", QueueConfig{Name: "undeclared", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal}},
+		{"", QueueConfig{Name: "", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal}},
 	}
 	for _, tc := range tests {
 		if got := c.Queue(tc.name); !reflect.DeepEqual(got, tc.want) {

@@ -111,6 +111,26 @@ var specs = []keySpec{
 	{"queues[].lease_ms", kindInt, "how long a worker holds a job, in milliseconds; default 30000"},
 	{"queues[].backoff_initial_ms", kindInt, "the first retry delay, in milliseconds; default 1000"},
 	{"queues[].backoff_max_ms", kindInt, "the longest retry delay, in milliseconds; default 3600000"},
+	{"queues[].require_key", kindBool, "true refuses an enqueue with no idempotency key, given or derived; default false"},
+	{"queues[].key_fields", kindStringList, `JSON pointers into the payload that make the key of a job enqueued without one, like ["/account", "/amount"]; default: none`},
+	{"queues[].on_duplicate", kindString, `what a dedup hit gets, "return_original" or "reject"; default "return_original"`},
+
+	{"webhooks", kindTableArray, "the webhook endpoints, one [[webhooks]] section each"},
+	{"webhooks[].path", kindString, `the URL path the webhook is served at, like "/hooks/github"; required`},
+	{"webhooks[].queue", kindString, "the queue the webhook's jobs go to; required"},
+	{"webhooks[].job_type", kindString, "the job type of the webhook's jobs; required"},
+	{"webhooks[].key_header", kindString, `the request header holding the idempotency key; default "Idempotency-Key"`},
+	{"webhooks[].require_key", kindBool, "true answers 400 to a request without the key header; default true"},
+	{"webhooks[].forward_headers", kindStringList, `request headers copied into the job's headers, like ["X-GitHub-Event"]; default: none`},
+	{"webhooks[].max_body_bytes", kindInt, "the largest request body accepted, in bytes; default server.max_payload_bytes"},
+	{"webhooks[].signature", kindTable, "how the sender signs its requests; default: no signature checked"},
+	{"webhooks[].signature.scheme", kindString, `the signature scheme, "github", "stripe" or "hmac-sha256"; required in [webhooks.signature]`},
+	{"webhooks[].signature.secret_env", kindString, "the environment variable holding the signing secret"},
+	{"webhooks[].signature.secret_file", kindString, "the file holding the signing secret"},
+	{"webhooks[].signature.secret", kindString, "never accepted: use secret_env or secret_file"},
+	{"webhooks[].signature.header", kindString, `the header holding the signature, with scheme = "hmac-sha256"`},
+	{"webhooks[].signature.prefix", kindString, `the text before the hex digest, like "sha256=", with scheme = "hmac-sha256"; default ""`},
+	{"webhooks[].signature.tolerance_ms", kindInt, `how far a signed timestamp may be from the server's clock, in milliseconds, with scheme = "stripe"; default 300000`},
 }
 
 var (
@@ -150,7 +170,9 @@ func section(p string) string {
 	case strings.HasSuffix(p, "[]"):
 		return "[[" + strings.TrimSuffix(p, "[]") + "]]"
 	}
-	return "[" + p + "]"
+	// A table inside an array of tables is written without the brackets:
+	// [webhooks.signature].
+	return "[" + strings.ReplaceAll(p, "[]", "") + "]"
 }
 
 // about returns the spec's help for a key path such as "queues[3].lease_ms",

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/sepp-dev/sepp/internal/jsonkey"
 	"math"
 	"net"
 	"net/url"
@@ -84,6 +85,27 @@ func (c *Config) validate(file string, org origins) error {
 				v.bad(p+".key_reuse", fmt.Sprintf("must be %q or %q, got %q", KeyReuseReturnOriginal, KeyReuseRejectMismatch, q.KeyReuse))
 			}
 		}
+		if q.OnDuplicate != "" || v.has(p+".on_duplicate") {
+			switch q.OnDuplicate {
+			case OnDuplicateReturnOriginal, OnDuplicateReject:
+			case "replace", "debounce":
+				v.bad(p+".on_duplicate", fmt.Sprintf("%q is not supported in this release; use %q or %q", q.OnDuplicate, OnDuplicateReturnOriginal, OnDuplicateReject))
+			default:
+				v.bad(p+".on_duplicate", fmt.Sprintf("must be %q or %q, got %q", OnDuplicateReturnOriginal, OnDuplicateReject, q.OnDuplicate))
+			}
+		}
+		if len(q.KeyFields) > 0 && q.DedupByContent {
+			v.fail(p+".key_fields", "cannot be set together with dedup_by_content = true: key_fields derives the key from some fields, dedup_by_content from the whole payload; keep one")
+		}
+		if v.has(p+".key_fields") && len(q.KeyFields) == 0 {
+			v.fail(p+".key_fields", `is empty; list JSON pointers like ["/account", "/amount"], or leave key_fields out`)
+		}
+		for _, f := range q.KeyFields {
+			if err := jsonkey.CheckPointer(f); err != nil {
+				v.fail(p+".key_fields", fmt.Sprintf("%q is not a JSON pointer (RFC 6901): %v; write it like \"/account\" or \"/order/id\"", f, err))
+				break
+			}
+		}
 		for j, t := range q.JobTypes {
 			if strings.TrimSpace(t) == "" {
 				v.fail(p+".job_types", fmt.Sprintf("entry %d is empty; list job type names, or leave job_types out to accept every job type", j))
@@ -108,6 +130,7 @@ func (c *Config) validate(file string, org origins) error {
 			}
 		}
 	}
+	c.validateWebhooks(v)
 
 	if len(v.problems) == 0 {
 		return nil

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 	"unicode/utf8"
@@ -12,6 +14,7 @@ import (
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/internal/config"
+	"github.com/sepp-dev/sepp/internal/jsonkey"
 	"github.com/sepp-dev/sepp/internal/store"
 )
 
@@ -171,10 +174,32 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 			return job, aerr
 		}
 		key = &k
+	} else if len(qc.KeyFields) > 0 {
+		k, err := jsonkey.Derive(req.GetPayload(), qc.KeyFields)
+		if err != nil {
+			e := newError(connect.CodeInvalidArgument, ReasonInvalidField, "%v", err)
+			e.metadata = map[string]string{"field": "payload"}
+			var fe *jsonkey.FieldError
+			if errors.As(err, &fe) {
+				e.metadata["pointer"] = fe.Pointer
+			}
+			return job, e
+		}
+		if aerr := s.checkKey(k); aerr != nil {
+			aerr.msg = fmt.Sprintf("the key derived from key_fields %q: %s", qc.KeyFields, aerr.msg)
+			return job, aerr
+		}
+		key = &k
 	} else if qc.DedupByContent {
 		f := store.NewFingerprint(jobType, req.GetPayload())
 		k := hex.EncodeToString(f[:])
 		key = &k
+	}
+	if key == nil && qc.RequireKey {
+		e := newError(connect.CodeInvalidArgument, ReasonIdempotencyKeyRequired,
+			"queue %q requires an idempotency key (require_key = true): send one derived from what the job is about, such as the order or event id", queue)
+		e.metadata = map[string]string{"queue": queue}
+		return job, e
 	}
 	if req.GetMaxAttempts() < 0 {
 		return job, invalidField("max_attempts", "must be >= 0 (0 means the queue's max_attempts), got %d", req.GetMaxAttempts())
@@ -194,16 +219,17 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 		return job, aerr
 	}
 	job = store.EnqueueJob{
-		Queue:          queue,
-		JobType:        jobType,
-		Payload:        req.GetPayload(),
-		IdempotencyKey: key,
-		Priority:       req.GetPriority(),
-		RunAt:          runAt,
-		MaxAttempts:    maxAttempts,
-		Headers:        req.GetHeaders(),
-		DedupWindow:    qc.DedupWindow(),
-		RejectMismatch: qc.KeyReuse == config.KeyReuseRejectMismatch,
+		Queue:           queue,
+		JobType:         jobType,
+		Payload:         req.GetPayload(),
+		IdempotencyKey:  key,
+		Priority:        req.GetPriority(),
+		RunAt:           runAt,
+		MaxAttempts:     maxAttempts,
+		Headers:         req.GetHeaders(),
+		DedupWindow:     qc.DedupWindow(),
+		RejectMismatch:  qc.KeyReuse == config.KeyReuseRejectMismatch,
+		RejectDuplicate: qc.OnDuplicate == config.OnDuplicateReject,
 	}
 	return job, nil
 }

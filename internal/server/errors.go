@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -23,6 +24,8 @@ const (
 	ReasonIdempotencyKeyTooLong  = "IDEMPOTENCY_KEY_TOO_LONG"
 	ReasonIdempotencyKeyEmpty    = "IDEMPOTENCY_KEY_EMPTY"
 	ReasonIdempotencyKeyConflict = "IDEMPOTENCY_KEY_CONFLICT"
+	ReasonIdempotencyKeyRequired = "IDEMPOTENCY_KEY_REQUIRED"
+	ReasonDuplicateJob           = "DUPLICATE_JOB"
 	ReasonUnknownQueue           = "UNKNOWN_QUEUE"
 	ReasonUnknownJobType         = "UNKNOWN_JOB_TYPE"
 	ReasonPayloadTooLarge        = "PAYLOAD_TOO_LARGE"
@@ -86,6 +89,16 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, store.ErrIdempotencyKeyConflict):
 		return newError(connect.CodeAlreadyExists, ReasonIdempotencyKeyConflict,
 			"idempotency key already used with a different job type or payload on this queue (key_reuse = \"reject_mismatch\"); use a new key for a different job, or resend the original payload")
+	case errors.Is(err, store.ErrDuplicateJob):
+		var de *store.DuplicateJobError
+		if !errors.As(err, &de) {
+			break
+		}
+		e := newError(connect.CodeAlreadyExists, ReasonDuplicateJob,
+			"a job with this idempotency key already exists on this queue, %s, and the queue rejects duplicates (on_duplicate = \"reject\") until %s; the original stands: look the key up to see what became of it",
+			formatJobID(de.JobID), de.ExpiresAt.UTC().Format(time.RFC3339))
+		e.metadata = map[string]string{"job_id": formatJobID(de.JobID)}
+		return e
 	case errors.Is(err, store.ErrUnavailable):
 		return newError(connect.CodeUnavailable, ReasonUnavailable,
 			"the database is unreachable or restarting; retry (a keyed enqueue is safe to resend with the same key)")

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Errors returned by every backend, compared with errors.Is.
@@ -14,6 +15,10 @@ var (
 	// ErrIdempotencyKeyConflict: a live record holds the key with a different
 	// payload fingerprint, and the queue rejects mismatches.
 	ErrIdempotencyKeyConflict = errors.New("idempotency key conflict")
+	// ErrDuplicateJob: a live record holds the key and the queue rejects
+	// duplicates (on_duplicate = "reject"); the error is a
+	// *DuplicateJobError naming the original.
+	ErrDuplicateJob = errors.New("duplicate job")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
 )
@@ -42,3 +47,16 @@ var ErrUnavailable = errors.New("database unavailable")
 // ErrSchemaTooNew: the stored data was written by a newer sepp, whose
 // schema this binary does not know; Open refuses it.
 var ErrSchemaTooNew = errors.New("schema newer than this binary")
+
+// DuplicateJobError is the error of an enqueue rejected because its key is
+// already recorded on a queue that rejects duplicates. errors.Is(err,
+// ErrDuplicateJob) holds for it.
+type DuplicateJobError struct {
+	JobID     JobID     // the original job
+	ExpiresAt time.Time // when the record stops being honoured
+}
+
+func (e *DuplicateJobError) Error() string { return ErrDuplicateJob.Error() }
+
+// Is makes errors.Is(err, ErrDuplicateJob) hold.
+func (e *DuplicateJobError) Is(target error) bool { return target == ErrDuplicateJob }

@@ -161,6 +161,9 @@ type EnqueueJob struct {
 	// RejectMismatch makes a hit with a different fingerprint fail with
 	// ErrIdempotencyKeyConflict instead of returning the original.
 	RejectMismatch bool
+	// RejectDuplicate makes every other hit fail with a *DuplicateJobError
+	// (on_duplicate = "reject"); a rejected hit is not counted.
+	RejectDuplicate bool
 }
 
 // EnqueueBatchParams are the parameters of Store.EnqueueBatch.

@@ -20,11 +20,16 @@ func (r *Record) Live(now int64) bool { return now < r.ExpiresAt }
 
 // Hit judges an enqueue of j that found the live record r: the original job,
 // deduplicated, flagged when the fingerprints differ; or, when they differ
-// and the queue rejects mismatches, store.ErrIdempotencyKeyConflict.
+// and the queue rejects mismatches, store.ErrIdempotencyKeyConflict; or,
+// when the queue rejects duplicates, a *store.DuplicateJobError naming the
+// original.
 func Hit(r *Record, j *Job) (store.EnqueueResult, error) {
 	mismatch := r.Fingerprint != j.Fingerprint
 	if mismatch && j.RejectMismatch {
 		return store.EnqueueResult{}, store.ErrIdempotencyKeyConflict
+	}
+	if j.RejectDuplicate {
+		return store.EnqueueResult{}, &store.DuplicateJobError{JobID: r.JobID, ExpiresAt: FromMicros(r.ExpiresAt)}
 	}
 	return store.EnqueueResult{
 		JobID:              r.JobID,

@@ -24,10 +24,11 @@ type Job struct {
 	Key         string
 	Fingerprint store.Fingerprint // keyed jobs only
 	// Window is the dedup window in microseconds (keyed jobs only).
-	Window         int64
-	RejectMismatch bool
-	Priority       int32
-	MaxAttempts    int32
+	Window          int64
+	RejectMismatch  bool
+	RejectDuplicate bool
+	Priority        int32
+	MaxAttempts     int32
 	// RunAt is the requested run-at clamped to no earlier than the enqueue
 	// time; State is JobStateScheduled when it lies in the future, else
 	// JobStateAvailable.
@@ -47,14 +48,15 @@ func Prepare(j *store.EnqueueJob, now int64) (Job, error) {
 		return Job{}, fmt.Errorf("generate job id: %w", err)
 	}
 	pj := Job{
-		ID:             store.JobID(id),
-		Queue:          j.Queue,
-		JobType:        j.JobType,
-		Payload:        j.Payload,
-		RejectMismatch: j.RejectMismatch,
-		Priority:       j.Priority,
-		MaxAttempts:    j.MaxAttempts,
-		CreatedAt:      now,
+		ID:              store.JobID(id),
+		Queue:           j.Queue,
+		JobType:         j.JobType,
+		Payload:         j.Payload,
+		RejectMismatch:  j.RejectMismatch,
+		RejectDuplicate: j.RejectDuplicate,
+		Priority:        j.Priority,
+		MaxAttempts:     j.MaxAttempts,
+		CreatedAt:       now,
 	}
 	if pj.Payload == nil {
 		pj.Payload = []byte{}

@@ -47,6 +47,8 @@ func Run(t *testing.T, open Opener) {
 		{"AtomicBatchFailsWhole", testAtomicBatchFailsWhole},
 		{"AtomicBatchWithHits", testAtomicBatchWithHits},
 		{"HitsCounted", testHitsCounted},
+		{"RejectDuplicate", testRejectDuplicate},
+		{"RejectDuplicateInBatches", testRejectDuplicateInBatches},
 		{"JobFieldsRoundTrip", testJobFieldsRoundTrip},
 		{"ScheduledRunAt", testScheduledRunAt},
 		{"CancelJob", testCancelJob},

@@ -1,0 +1,125 @@
+package sepp_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/testserver"
+)
+
+const policyConfig = `
+[[queues]]
+name = "payments"
+require_key = true
+on_duplicate = "reject"
+
+[[queues]]
+name = "transfers"
+key_fields = ["/account", "/amount"]
+require_key = true
+`
+
+// TestRequireKey: a queue with require_key refuses an enqueue without a key,
+// given or derived, with IDEMPOTENCY_KEY_REQUIRED, and takes one with a key.
+func TestRequireKey(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{Config: policyConfig})
+	c := connect(t, srv, sepp.Config{})
+	ctx := context.Background()
+	_, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "payments", JobType: "charge", Payload: []byte(`{}`)})
+	var se *sepp.Error
+	if !errors.Is(err, sepp.ErrIdempotencyKeyRequired) || !errors.As(err, &se) || se.Code != "invalid_argument" {
+		t.Fatalf("no key on a require_key queue: %v", err)
+	}
+	if _, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "payments", JobType: "charge", IdempotencyKey: sepp.Key("pay-1")}); err != nil {
+		t.Fatalf("with a key: %v", err)
+	}
+	// Other queues take jobs without keys.
+	if _, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "emails", JobType: "receipt"}); err != nil {
+		t.Fatalf("a queue without require_key: %v", err)
+	}
+}
+
+// TestOnDuplicateReject: a hit on a queue with on_duplicate = "reject" fails
+// with DUPLICATE_JOB naming the original job; in a batch it fails that item,
+// in an atomic batch the whole batch, at its index.
+func TestOnDuplicateReject(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{Config: policyConfig})
+	c := connect(t, srv, sepp.Config{})
+	ctx := context.Background()
+	req := func(k string) sepp.EnqueueRequest {
+		return sepp.EnqueueRequest{Queue: "payments", JobType: "charge", Payload: []byte(`{"amount":100}`), IdempotencyKey: sepp.Key(k)}
+	}
+	first, err := c.Enqueue(ctx, req("pay-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Enqueue(ctx, req("pay-1"))
+	var se *sepp.Error
+	if !errors.Is(err, sepp.ErrDuplicateJob) || !errors.As(err, &se) || se.Code != "already_exists" || se.Metadata["job_id"] != first.JobID {
+		t.Fatalf("a duplicate on a reject queue: %v (%+v), want DUPLICATE_JOB naming %s", err, se, first.JobID)
+	}
+	l, err := c.LookupIdempotencyKey(ctx, "payments", "pay-1")
+	if err != nil || !l.Found || l.JobID != first.JobID || l.Hits != 0 {
+		t.Fatalf("lookup: %+v %v, want the original with 0 hits", l, err)
+	}
+	res, err := c.EnqueueBatch(ctx, []sepp.EnqueueRequest{req("pay-2"), req("pay-1")}, sepp.BatchOptions{})
+	if err != nil || res[0].Err != nil || !errors.Is(res[1].Err, sepp.ErrDuplicateJob) {
+		t.Fatalf("batch: %+v %v", res, err)
+	}
+	_, err = c.EnqueueBatch(ctx, []sepp.EnqueueRequest{req("pay-3"), req("pay-2")}, sepp.BatchOptions{Atomic: true})
+	if !errors.Is(err, sepp.ErrDuplicateJob) || !errors.As(err, &se) || se.Index != 1 {
+		t.Fatalf("atomic batch: %v, want DUPLICATE_JOB at index 1", err)
+	}
+	if l, err := c.LookupIdempotencyKey(ctx, "payments", "pay-3"); err != nil || l.Found {
+		t.Fatalf("the failed atomic batch wrote pay-3: %+v %v", l, err)
+	}
+}
+
+// TestKeyFields: a queue with key_fields derives the key of a job enqueued
+// without one from those payload fields, the same key sepp.DeriveKey
+// computes; a payload without a field, or not a JSON object, is refused
+// naming the pointer; an explicit key still wins.
+func TestKeyFields(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{Config: policyConfig})
+	c := connect(t, srv, sepp.Config{})
+	ctx := context.Background()
+	payload := []byte(`{"amount": 100, "account": "acc-123", "note": "first"}`)
+	first, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "transfers", JobType: "move", Payload: payload})
+	if err != nil || first.Deduplicated {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	key, err := sepp.DeriveKey(payload, "/account", "/amount")
+	if err != nil || key != `["acc-123",100]` {
+		t.Fatalf("DeriveKey: %q %v", key, err)
+	}
+	l, err := c.LookupIdempotencyKey(ctx, "transfers", key)
+	if err != nil || !l.Found || l.JobID != first.JobID {
+		t.Fatalf("lookup of the derived key: %+v %v", l, err)
+	}
+	// Another note, fields in another order: the same key, a hit.
+	again, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "transfers", JobType: "move", Payload: []byte(`{"account":"acc-123","note":"retry","amount":100}`)})
+	if err != nil || !again.Deduplicated || again.JobID != first.JobID || !again.PayloadMismatch {
+		t.Fatalf("same fields again: %+v %v", again, err)
+	}
+	for _, bad := range []struct{ payload, pointer string }{
+		{`{"account":"acc-123"}`, "/amount"},
+		{`[1,2]`, ""},
+		{`not json`, ""},
+	} {
+		_, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "transfers", JobType: "move", Payload: []byte(bad.payload)})
+		var se *sepp.Error
+		if !errors.Is(err, sepp.ErrInvalidField) || !errors.As(err, &se) || se.Metadata["pointer"] != bad.pointer {
+			t.Fatalf("payload %s: %v (%+v), want INVALID_FIELD naming pointer %q", bad.payload, err, se, bad.pointer)
+		}
+	}
+	// An explicit key is used as given.
+	own, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "transfers", JobType: "move", Payload: payload, IdempotencyKey: sepp.Key("transfer-9")})
+	if err != nil || own.Deduplicated {
+		t.Fatalf("explicit key: %+v %v", own, err)
+	}
+}
