@@ -21,7 +21,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("[[queues]]\nname = \"a\"\njob_types = [\"x\", \"\", 3]\n[queues.sub]\n")
 	f.Add("\ufeff[server]\r\nlisten = \":1\"\r\n")
 	f.Add(webhookFile)
-	f.Add("[[webhooks]]\npath = \"/h/\"\n[webhooks.signature]\nsecret = \"x\"\n[[webhooks]]\nsignature = { scheme = \"stripe\", tolerance_ms = 0 }\n")
+	f.Add("[[webhooks]]\npath = \"/h/\"\n[webhooks.signature]\nsecret = \"x\"\n[[webhooks]]\nsignature = { scheme = \"stripe\", timestamp_tolerance_ms = 0 }\n")
 
 	f.Fuzz(func(t *testing.T, doc string) {
 		c, err := Parse("f.toml", []byte(doc))

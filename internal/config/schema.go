@@ -130,7 +130,7 @@ var specs = []keySpec{
 	{"webhooks[].signature.secret", kindString, "never accepted: use secret_env or secret_file"},
 	{"webhooks[].signature.header", kindString, `the header holding the signature, with scheme = "hmac-sha256"`},
 	{"webhooks[].signature.prefix", kindString, `the text before the hex digest, like "sha256=", with scheme = "hmac-sha256"; default ""`},
-	{"webhooks[].signature.tolerance_ms", kindInt, `how far a signed timestamp may be from the server's clock, in milliseconds, with scheme = "stripe"; default 300000`},
+	{"webhooks[].signature.timestamp_tolerance_ms", kindInt, `how far a signed timestamp may be from the server's clock, in milliseconds, with scheme = "stripe"; default 300000`},
 }
 
 var (

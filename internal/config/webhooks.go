@@ -85,7 +85,7 @@ type WebhookSignature struct {
 	// ToleranceMs is how far the signed timestamp may be from the server's
 	// clock, in milliseconds, for SignatureStripe only.
 	// Default (0): 300000 (5 minutes).
-	ToleranceMs int64 `toml:"tolerance_ms"`
+	ToleranceMs int64 `toml:"timestamp_tolerance_ms"`
 }
 
 // Enabled reports whether a signature is checked.
@@ -320,10 +320,10 @@ func (c *Config) validateSignature(v *validator, p string, s WebhookSignature) {
 		}
 	}
 	if s.Scheme == SignatureStripe {
-		if s.ToleranceMs != 0 || v.has(p+".tolerance_ms") {
-			v.millis(p+".tolerance_ms", s.ToleranceMs)
+		if s.ToleranceMs != 0 || v.has(p+".timestamp_tolerance_ms") {
+			v.millis(p+".timestamp_tolerance_ms", s.ToleranceMs)
 		}
-	} else if v.has(p+".tolerance_ms") || s.ToleranceMs != 0 {
-		v.fail(p+".tolerance_ms", fmt.Sprintf("is only used with scheme = %q, whose signature carries a timestamp", SignatureStripe))
+	} else if v.has(p+".timestamp_tolerance_ms") || s.ToleranceMs != 0 {
+		v.fail(p+".timestamp_tolerance_ms", fmt.Sprintf("is only used with scheme = %q, whose signature carries a timestamp", SignatureStripe))
 	}
 }

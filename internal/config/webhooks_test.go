@@ -29,7 +29,7 @@ queue = "github-events"
 job_type = "stripe.event"
 require_key = false
 max_body_bytes = 1024
-signature = { scheme = "stripe", secret_file = "/etc/sepp/stripe", tolerance_ms = 60000 }
+signature = { scheme = "stripe", secret_file = "/etc/sepp/stripe", timestamp_tolerance_ms = 60000 }
 
 [[webhooks]]
 path = "/hooks/other"
@@ -79,7 +79,7 @@ func TestWebhooksStripeDefaultTolerance(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := c.ResolvedWebhooks()[0].Signature.ToleranceMs; got != DefaultSignatureToleranceMs {
-		t.Fatalf("tolerance_ms = %d", got)
+		t.Fatalf("timestamp_tolerance_ms = %d", got)
 	}
 }
 
@@ -133,10 +133,10 @@ func TestWebhooksBad(t *testing.T) {
 			`sepp.toml:5: webhooks[0].signature.header: missing: scheme = "hmac-sha256" needs the header that holds the signature, like header = "X-Signature"`},
 		{"header with github", head + ok + "[webhooks.signature]\nscheme = \"github\"\nsecret_env = \"S\"\nheader = \"X\"\n",
 			`sepp.toml:8: webhooks[0].signature.header: is only used with scheme = "hmac-sha256"; scheme "github" has its own header and format`},
-		{"tolerance with github", head + ok + "[webhooks.signature]\nscheme = \"github\"\nsecret_env = \"S\"\ntolerance_ms = 5\n",
-			`sepp.toml:8: webhooks[0].signature.tolerance_ms: is only used with scheme = "stripe", whose signature carries a timestamp`},
-		{"tolerance negative", head + ok + "[webhooks.signature]\nscheme = \"stripe\"\nsecret_env = \"S\"\ntolerance_ms = -1\n",
-			`sepp.toml:8: webhooks[0].signature.tolerance_ms: must be > 0, got -1 (how far a signed timestamp may be from the server's clock, in milliseconds, with scheme = "stripe"; default 300000)`},
+		{"tolerance with github", head + ok + "[webhooks.signature]\nscheme = \"github\"\nsecret_env = \"S\"\ntimestamp_tolerance_ms = 5\n",
+			`sepp.toml:8: webhooks[0].signature.timestamp_tolerance_ms: is only used with scheme = "stripe", whose signature carries a timestamp`},
+		{"tolerance negative", head + ok + "[webhooks.signature]\nscheme = \"stripe\"\nsecret_env = \"S\"\ntimestamp_tolerance_ms = -1\n",
+			`sepp.toml:8: webhooks[0].signature.timestamp_tolerance_ms: must be > 0, got -1 (how far a signed timestamp may be from the server's clock, in milliseconds, with scheme = "stripe"; default 300000)`},
 		{"unknown key", head + ok + "secret_env = \"S\"\n",
 			`sepp.toml:5: webhooks[0].secret_env: unknown key in [[webhooks]] (it belongs in [webhooks.signature])`},
 		{"type", head + ok + "require_key = \"yes\"\n",

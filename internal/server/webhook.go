@@ -456,7 +456,7 @@ func verifySignature(sig config.WebhookSignature, h http.Header, body, secret []
 		}
 		signedAt := time.Unix(ts, 0)
 		if d := now.Sub(signedAt); d > tol || d < -tol {
-			return sigErr("%s was made at %s, %s from the server's clock, more than the tolerance of %s (tolerance_ms): a replayed request, or a clock that is off", stripeSignatureHeader, signedAt.UTC().Format(time.RFC3339), d.Round(time.Second), tol)
+			return sigErr("%s was made at %s, %s from the server's clock, more than the tolerance of %s (timestamp_tolerance_ms): a replayed request, or a clock that is off", stripeSignatureHeader, signedAt.UTC().Format(time.RFC3339), d.Round(time.Second), tol)
 		}
 		want := hmacSHA256(secret, stripeSignedPayload(ts, body))
 		for _, s := range sigs {

@@ -375,7 +375,7 @@ job_type = "stripe.event"
 [webhooks.signature]
 scheme = "stripe"
 secret_file = %q
-tolerance_ms = 300000
+timestamp_tolerance_ms = 300000
 `, secretFile)})
 	url := srv.URL + "/hooks/stripe"
 	body := `{"id":"evt_1","type":"charge.succeeded"}`
