@@ -15,14 +15,16 @@ never become duplicates.
         else:
             print(f"enqueued {ack.job_id}")
 
-The package has three parts:
+The package has four parts:
 
 - :class:`SeppClient` (``sepp.client``): enqueue (one, concurrent calls
   batched for you, or an explicit batch), jobs, idempotency keys, and the
   lower-level worker, effect and admin calls;
 - :class:`Worker` (``sepp.worker``): the worker runtime;
 - ``sepp.effect``: ``await effect.do(client, scope, key, fn)``, handler-side
-  idempotency for external effects.
+  idempotency for external effects;
+- :func:`derive_key` (``sepp.jsonkey``): the idempotency key a queue's
+  ``key_fields`` derive from a JSON payload, as the server derives it.
 
 Every error is a :class:`SeppError`, of the subclass of its reason
 (``sepp.errors``).
@@ -30,6 +32,7 @@ Every error is a :class:`SeppError`, of the subclass of its reason
 
 from . import effect
 from .client import DEFAULT_ADDRESS, RetryPolicy, SeppClient, check_idempotency_key
+from .jsonkey import DeriveKeyError, derive_key
 from .errors import (
     BatchTooLargeError,
     DedupRuleViolatedError,
@@ -79,6 +82,8 @@ __all__ = [
     "SeppClient",
     "RetryPolicy",
     "check_idempotency_key",
+    "derive_key",
+    "DeriveKeyError",
     "EnqueueRequest",
     "Ack",
     "BatchResult",
