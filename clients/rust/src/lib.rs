@@ -42,6 +42,9 @@
 //! - [`effect`]: effect keys for a handler's side effects, with result replay,
 //!   lease extension, wait or raise for in-flight holders, and fail-closed
 //!   checks.
+//! - [`derive_key`]: the idempotency key a queue's `key_fields` derive from a
+//!   JSON payload (RFC 8785 canonical JSON of the values the JSON pointers
+//!   name), as the server derives it.
 //!
 //! It speaks Connect JSON (`POST /sepp.v1.JobService/Enqueue`, ...) over
 //! HTTP/1.1 with `reqwest`, on Tokio. The wire types follow
@@ -54,12 +57,14 @@ mod batcher;
 pub mod client;
 pub mod effect;
 mod error;
+mod jsonkey;
 mod request;
 mod timefmt;
 mod types;
 mod wire;
 
 pub use error::{Error, ErrorDetail, Result, TransportError};
+pub use jsonkey::{derive_key, DeriveKeyError};
 pub use request::{BatchResult, EnqueueAck, EnqueueRequest, DEFAULT_MAX_IDEMPOTENCY_KEY_BYTES, MAX_NAME_BYTES};
 pub use types::{
     ClaimEffectRequest, EffectClaim, EffectCompletion, EffectRecord, EffectState, FailOutcome, FailRequest, Job, JobPage, JobState,
