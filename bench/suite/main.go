@@ -53,7 +53,7 @@ func run() error {
 	timeout := flag.Duration("timeout", 90*time.Minute, "bound on the whole run")
 	flag.Float64Var(&scale, "scale", 1, "multiply every workload's size (for a quick try: 0.05)")
 	only := flag.String("systems", "", "comma-separated system names to run (default: all)")
-	onlyW := flag.String("workloads", "", "comma-separated workloads to run: W0,W1,W2,W3,W4b100,W4b1000,W5 (W5 includes W6),W3aged (default: all)")
+	onlyW := flag.String("workloads", "", "comma-separated workloads to run: W0,W1,W2,W3,W4b100,W4b1000,W5 (W5 includes W6),W3aged,W1rule (default: all)")
 	doc := flag.String("doc", "docs/benchmarks.md", "markdown file whose suite section is rewritten (empty: print only)")
 	flag.Parse()
 	if _, err := os.Stat("cmd/sepp"); err != nil {
@@ -121,6 +121,7 @@ func run() error {
 	var memRows []memRow
 	var sweepRows []sweepRow
 	var agedRows []agedRow
+	var ruleRows []ruleRow
 	for _, s := range systems {
 		if !s.sepp {
 			continue
@@ -140,6 +141,16 @@ func run() error {
 			a.system = s.name
 			agedRows = append(agedRows, a)
 			progress("%s: W3aged: %+v", s.name, a)
+		}
+		if *onlyW == "" || slices.Contains(strings.Split(*onlyW, ","), "W1rule") {
+			progress("%s: W1 with a uniqueness rule on the queue", s.name)
+			r, err := runRuleCost(ctx, backend)
+			if err != nil {
+				r.err = err.Error()
+			}
+			r.system = s.name
+			ruleRows = append(ruleRows, r)
+			progress("%s: W1rule: %+v", s.name, r)
 		}
 		if *onlyW != "" && !slices.Contains(strings.Split(*onlyW, ","), "W5") {
 			continue
@@ -161,7 +172,7 @@ func run() error {
 		sweepRows = append(sweepRows, sw)
 		progress("%s: W6: %+v", s.name, sw)
 	}
-	section := report(systems, res, memRows, sweepRows, agedRows)
+	section := report(systems, res, memRows, sweepRows, agedRows, ruleRows)
 	if *doc == "" {
 		fmt.Println(section)
 		return nil
@@ -445,6 +456,59 @@ func runW5(ctx context.Context, backend string) (memRow, error) {
 		m.dedupRel, _ = pgQueryInt(ctx, inst.dbName, "SELECT pg_total_relation_size('sepp_dedup')")
 	}
 	return m, nil
+}
+
+// ruleRow is W1 with JSON payloads on a queue without, and with, one
+// [[queues.rules]] rule.
+type ruleRow struct {
+	system         string
+	base, withRule float64 // W1 calls/s
+	err            string
+}
+
+// ruleConfig declares the W1 queue with a rule on two payload fields that
+// every job has distinct values in (so every enqueue creates a job and a
+// rule record).
+const ruleConfig = `
+[[queues]]
+name = "bench"
+
+[[queues.rules]]
+name = "same-account-same-amount"
+key_fields = ["/account", "/amount"]
+window_ms = 60000
+`
+
+// runRuleCost runs W1 twice on fresh servers, with the same JSON payloads
+// (256 bytes, an account and an amount from the key), without and with the
+// rule.
+func runRuleCost(ctx context.Context, backend string) (ruleRow, error) {
+	var r ruleRow
+	jsonPayload := func(key string) []byte {
+		b := fmt.Appendf(nil, `{"account":"acc-%s","amount":%d,"pad":"`, key, len(key))
+		for len(b) < 254 {
+			b = append(b, 'x')
+		}
+		return append(b, '"', '}')
+	}
+	for _, conf := range []string{"", ruleConfig} {
+		inst, err := startSepp(ctx, backend, conf)
+		if err != nil {
+			return r, err
+		}
+		inst.payloadFor = jsonPayload
+		c := enqueueLoad(ctx, inst, uniqueKeys(n(100_000)), 32, n(100_000))
+		inst.close()
+		if c.failed {
+			return r, fmt.Errorf("W1 (rule %v): %s", conf != "", c.text)
+		}
+		if conf == "" {
+			r.base = c.rate
+		} else {
+			r.withRule = c.rate
+		}
+	}
+	return r, nil
 }
 
 // agedRow is W3 on a fresh queue against W3 on a queue that first

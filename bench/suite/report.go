@@ -35,7 +35,7 @@ func metric(id string, c *cell) (float64, bool) {
 	return c.rate, c.rate > 0
 }
 
-func report(systems []*system, res *results, mem []memRow, sweep []sweepRow, aged []agedRow) string {
+func report(systems []*system, res *results, mem []memRow, sweep []sweepRow, aged []agedRow, rules []ruleRow) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("%s\n\n## Side by side: Sepp, River, Asynq, NATS JetStream\n\n", beginMarker)
@@ -136,6 +136,18 @@ func report(systems []*system, res *results, mem []memRow, sweep []sweepRow, age
 				continue
 			}
 			p("| %s | %.0f | %s | %v | %.0f | %.2f |\n", a.system, a.fresh, commas(a.aged), a.agingDuration.Round(time.Second), a.after, a.after/a.fresh)
+		}
+	}
+	if len(rules) > 0 {
+		p("\n**W1 with a uniqueness rule (Sepp).** W1 (32 producers, %s unique keyed enqueues) with 256-byte JSON payloads that each hold an account and an amount, ", commas(n(100_000)))
+		p("on a fresh server whose queue has no rule, against one whose queue has a `[[queues.rules]]` rule on those two fields (every job has its own values, so each enqueue also writes a rule record).\n\n")
+		p("| System | W1 calls/s, no rule | W1 calls/s, one rule | Ratio |\n|---|---|---|---|\n")
+		for _, r := range rules {
+			if r.err != "" {
+				p("| %s | FAILED: %s | | |\n", r.system, r.err)
+				continue
+			}
+			p("| %s | %.0f | %.0f | %.2f |\n", r.system, r.base, r.withRule, r.withRule/r.base)
 		}
 	}
 	p("\n**W5, dedup memory (Sepp).** %s live keys loaded with `EnqueueBatch` (1,000 per batch, 4 producers) into a fresh server, with empty payloads, so that the disk figure holds no payload bytes. ", commas(n(1_000_000)))

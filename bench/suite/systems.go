@@ -57,10 +57,13 @@ type seppInstance struct {
 	client  *sepp.Client
 	queue   string
 	payload []byte // each enqueued job's payload
-	stop    func()
-	pid     int
-	dir     string // embedded data dir ("" on postgres)
-	dbName  string // postgres database ("" on the embedded stores)
+	// payloadFor, if set, makes each enqueued job's payload from its key
+	// instead.
+	payloadFor func(key string) []byte
+	stop       func()
+	pid        int
+	dir        string // embedded data dir ("" on postgres)
+	dbName     string // postgres database ("" on the embedded stores)
 }
 
 // startSepp starts `sepp serve` built from the repository on a fresh store.
@@ -118,7 +121,11 @@ func startSepp(ctx context.Context, backend, config string) (*seppInstance, erro
 }
 
 func (s *seppInstance) enqueue(ctx context.Context, key string) (bool, error) {
-	ack, err := s.client.Enqueue(ctx, sepp.EnqueueRequest{Queue: s.queue, JobType: "bench", Payload: s.payload, IdempotencyKey: sepp.Key(key)})
+	p := s.payload
+	if s.payloadFor != nil {
+		p = s.payloadFor(key)
+	}
+	ack, err := s.client.Enqueue(ctx, sepp.EnqueueRequest{Queue: s.queue, JobType: "bench", Payload: p, IdempotencyKey: sepp.Key(key)})
 	if err != nil {
 		return false, err
 	}
