@@ -21,6 +21,10 @@ type record struct {
 	RunAt        int64
 	CreatedAt    int64
 	FinalizedAt  int64 // 0: not finalized
+	// ReleaseKeyOn is the job's release_key_on. It is the record's last
+	// field, written only when set: a record without it (written before
+	// the field existed, or by a job without the policy) releases nothing.
+	ReleaseKeyOn store.ReleaseOn
 }
 
 // encoder appends fields; decoder reads them back in the same order.
@@ -126,6 +130,9 @@ func encodeJob(r *record) []byte {
 	}
 	e.int(r.LeaseExpires)
 	e.str(r.WorkerID)
+	if r.ReleaseKeyOn != 0 {
+		e.int(int64(r.ReleaseKeyOn))
+	}
 	return e.b
 }
 
@@ -158,6 +165,9 @@ func decodeJob(id store.JobID, b []byte) (*record, error) {
 	}
 	r.LeaseExpires = d.int()
 	r.WorkerID = d.str()
+	if len(d.b) > 0 {
+		r.ReleaseKeyOn = store.ReleaseOn(d.int())
+	}
 	if d.err != nil {
 		return nil, d.err
 	}

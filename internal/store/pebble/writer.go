@@ -421,7 +421,12 @@ func (t *tx) unindex(r *record) error {
 }
 
 // finalize records r, already in a final state at r.FinalizedAt, in the
-// retention index.
+// retention index, and releases its dedup record when its release_key_on
+// names that state (releaseKey). Every path by which a job reaches a final
+// state calls it once, in the write that takes it there.
 func (t *tx) finalize(r *record) error {
+	if err := releaseKey(t, r); err != nil {
+		return err
+	}
 	return t.setIndex(finalizedPrefix(r.State), finalizedKey(r.State, r.FinalizedAt, r.ID), nil)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -23,14 +24,17 @@ import (
 func expireLeases(ctx context.Context, tx pgx.Tx, now int64) (int64, error) {
 	var n int64
 	var queues []string
-	err := tx.QueryRow(ctx, `WITH released AS (UPDATE sepp_jobs SET
+	// A job dead-lettered here releases its dedup record as releasing says.
+	err := tx.QueryRow(ctx, fmt.Sprintf(`WITH released AS (UPDATE sepp_jobs SET
   state = CASE WHEN attempts >= max_attempts THEN 5 ELSE 2 END,
   finalized_at = CASE WHEN attempts >= max_attempts THEN $1 ELSE NULL END,
   last_error = CASE WHEN attempts >= max_attempts THEN $2 ELSE last_error END,
   run_at = $1, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
  WHERE state = 3 AND lease_expires_at <= $1
- RETURNING queue, state)
-SELECT count(*), coalesce(array_agg(DISTINCT queue) FILTER (WHERE state = 2), '{}') FROM released`,
+ RETURNING id, queue, state, idempotency_key, release_key_on),
+ freed AS (DELETE FROM sepp_dedup d USING released r
+  WHERE r.state = 5 AND r.release_key_on & %d <> 0 AND d.queue = r.queue AND d.key = r.idempotency_key AND d.job_id = r.id)
+SELECT count(*), coalesce(array_agg(DISTINCT queue) FILTER (WHERE state = 2), '{}') FROM released`, store.ReleaseOnDead),
 		now, storerule.LeaseExpiredError).Scan(&n, &queues)
 	if err != nil {
 		return 0, err
@@ -95,6 +99,13 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 
 const leaseHeld = `id = $1 AND state = 3 AND lease_token = $2 AND lease_expires_at > $3`
 
+var (
+	completeSQL = releasing(`UPDATE sepp_jobs SET state = 4, finalized_at = $3, result = $4,
+ lease_expires_at = NULL WHERE `+leaseHeld, store.ReleaseOnCompleted)
+	deadSQL = releasing(`UPDATE sepp_jobs SET state = 5, finalized_at = $2, last_error = $3,
+ lease_expires_at = NULL WHERE id = $1`, store.ReleaseOnDead)
+)
+
 // Complete implements store.Worker. The token stays on the completed row, so
 // a retried Complete can be told from a stale one.
 func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]store.CompleteResult, error) {
@@ -102,18 +113,17 @@ func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]store.
 	out := make([]store.CompleteResult, len(p.Jobs))
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		for i, j := range p.Jobs {
-			t, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 4, finalized_at = $3, result = $4,
- lease_expires_at = NULL WHERE `+leaseHeld, pgID(j.ID), j.LeaseToken[:], now, j.Result)
-			if err != nil {
+			var n int64
+			if err := tx.QueryRow(ctx, completeSQL, pgID(j.ID), j.LeaseToken[:], now, j.Result).Scan(&n); err != nil {
 				return err
 			}
 			out[i] = store.CompleteResult{}
-			if t.RowsAffected() > 0 {
+			if n > 0 {
 				continue
 			}
 			// The token that completed the job is a retry; any other is stale.
 			var one int
-			err = tx.QueryRow(ctx, `SELECT 1 FROM sepp_jobs WHERE id = $1 AND state = 4 AND lease_token = $2`,
+			err := tx.QueryRow(ctx, `SELECT 1 FROM sepp_jobs WHERE id = $1 AND state = 4 AND lease_token = $2`,
 				pgID(j.ID), j.LeaseToken[:]).Scan(&one)
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
@@ -151,9 +161,8 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 		state, runAt := storerule.AfterFail(p, queue, attempts, maxAttempts)
 		if state == store.JobStateDead {
 			*res = store.FailResult{State: store.JobStateDead}
-			_, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 5, finalized_at = $2, last_error = $3,
- lease_expires_at = NULL WHERE id = $1`, pgID(p.ID), now, p.Error)
-			return err
+			var n int64
+			return tx.QueryRow(ctx, deadSQL, pgID(p.ID), now, p.Error).Scan(&n)
 		}
 		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: fromMicros(runAt)}
 		if _, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 1, run_at = $2, last_error = $3,

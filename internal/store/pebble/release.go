@@ -1,0 +1,20 @@
+package pebble
+
+// releaseKey deletes, in t, the dedup record of r, which has just reached
+// its final state, when the job's release_key_on names that state and the
+// record still names the job: a record that a newer job took over after
+// its expiry stays.
+func releaseKey(t *tx, r *record) error {
+	if r.IdempotencyKey == nil || !r.ReleaseKeyOn.Releases(r.State) {
+		return nil
+	}
+	key := *r.IdempotencyKey
+	d, err := getDedup(t.b, r.Queue, key)
+	if err != nil || d == nil || d.JobID != r.ID {
+		return err
+	}
+	if err := t.del(dedupKey(r.Queue, key)); err != nil {
+		return err
+	}
+	return t.del(dedupExpKey(d.ExpiresAt, r.Queue, key))
+}
