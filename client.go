@@ -390,7 +390,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, reqs []EnqueueRequest, opts B
 
 func batchResultFromProto(r *seppv1.EnqueueBatchResult) BatchResult {
 	if e := r.GetError(); e != nil {
-		return BatchResult{Err: &Error{Code: e.GetCode(), Reason: e.GetReason(), Message: e.GetMessage(), Index: -1}}
+		return BatchResult{Err: &Error{Code: e.GetCode(), Reason: e.GetReason(), Message: e.GetMessage(), Index: -1, Metadata: e.GetMetadata()}}
 	}
 	return BatchResult{Ack: ackFromProto(r.GetAck())}
 }

@@ -29,8 +29,12 @@ var (
 	ErrIdempotencyKeyRequired = errors.New("IDEMPOTENCY_KEY_REQUIRED")
 	// ErrDuplicateJob: the key is already recorded on a queue with
 	// on_duplicate = "reject"; Error.Metadata["job_id"] names the original
-	// (on a single enqueue; a batch item's message names it).
+	// (of a single enqueue and of a batch item alike).
 	ErrDuplicateJob = errors.New("DUPLICATE_JOB")
+	// ErrDedupRuleViolated: a [[queues.rules]] rule matched a job enqueued
+	// on the queue within the rule's window; Error.Metadata has "rule",
+	// "job_id" and "frees_at".
+	ErrDedupRuleViolated = errors.New("DEDUP_RULE_VIOLATED")
 	// ErrUnknownQueue: the queue is not declared and the server is strict.
 	ErrUnknownQueue = errors.New("UNKNOWN_QUEUE")
 	// ErrUnknownJobType: the queue's job_types do not include the job type.
@@ -59,7 +63,7 @@ var sentinels = map[string]error{}
 func init() {
 	for _, e := range []error{
 		ErrIdempotencyKeyTooLong, ErrIdempotencyKeyEmpty, ErrIdempotencyKeyConflict, ErrIdempotencyKeyRequired,
-		ErrDuplicateJob, ErrUnknownQueue,
+		ErrDuplicateJob, ErrDedupRuleViolated, ErrUnknownQueue,
 		ErrUnknownJobType, ErrPayloadTooLarge, ErrBatchTooLarge, ErrInvalidField, ErrJobNotFound,
 		ErrLeaseLost, ErrEffectInProgress, ErrUnavailable, ErrInternal,
 	} {

@@ -199,7 +199,34 @@ type QueueConfig struct {
 	// OnDuplicate is what an enqueue whose key is already recorded gets.
 	// Default (""): OnDuplicateReturnOriginal.
 	OnDuplicate OnDuplicate `toml:"on_duplicate"`
+	// ReleaseKeyOn lists the final states ("dead", "cancelled",
+	// "completed") whose arrival deletes a job's dedup record, so that the
+	// next enqueue of its key creates a new job. It is fixed on each job
+	// when it is enqueued. Default (empty): the record lasts its window. Do
+	// not modify the slice of a loaded config.
+	ReleaseKeyOn []string `toml:"release_key_on"`
+	// Rules are uniqueness rules besides the key ([[queues.rules]]): an
+	// enqueue whose rule fields match a job enqueued on the queue within
+	// the rule's window is refused (DEDUP_RULE_VIOLATED). Do not modify the
+	// slice of a loaded config.
+	Rules []RuleConfig `toml:"rules"`
 }
+
+// RuleConfig is one [[queues.rules]] entry.
+type RuleConfig struct {
+	// Name names the rule in errors and metrics. Required, unique in its
+	// queue.
+	Name string `toml:"name"`
+	// KeyFields are the JSON pointers whose values make the rule key, as a
+	// queue's key_fields make a key. Required.
+	KeyFields []string `toml:"key_fields"`
+	// WindowMs is how long a job holds its rule key, in milliseconds.
+	// Required.
+	WindowMs int64 `toml:"window_ms"`
+}
+
+// Window is WindowMs as a duration.
+func (r RuleConfig) Window() time.Duration { return ms(r.WindowMs) }
 
 // OnDuplicate is a queue's answer to a dedup hit.
 type OnDuplicate string

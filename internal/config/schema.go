@@ -114,6 +114,11 @@ var specs = []keySpec{
 	{"queues[].require_key", kindBool, "true refuses an enqueue with no idempotency key, given or derived; default false"},
 	{"queues[].key_fields", kindStringList, `JSON pointers into the payload that make the key of a job enqueued without one, like ["/account", "/amount"]; default: none`},
 	{"queues[].on_duplicate", kindString, `what a dedup hit gets, "return_original" or "reject"; default "return_original"`},
+	{"queues[].release_key_on", kindStringList, `the final states, of "dead", "cancelled" and "completed", that free a job's idempotency key at once; default: none`},
+	{"queues[].rules", kindTableArray, "uniqueness rules besides the key, one [[queues.rules]] section each"},
+	{"queues[].rules[].name", kindString, "the rule's name, unique in its queue; required"},
+	{"queues[].rules[].key_fields", kindStringList, `JSON pointers into the payload that make the rule key, like ["/account", "/amount"]; required`},
+	{"queues[].rules[].window_ms", kindInt, "how long a job holds its rule key, in milliseconds; required"},
 
 	{"webhooks", kindTableArray, "the webhook endpoints, one [[webhooks]] section each"},
 	{"webhooks[].path", kindString, `the URL path the webhook is served at, like "/hooks/github"; required`},

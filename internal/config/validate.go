@@ -94,16 +94,34 @@ func (c *Config) validate(file string, org origins) error {
 				v.bad(p+".on_duplicate", fmt.Sprintf("must be %q or %q, got %q", OnDuplicateReturnOriginal, OnDuplicateReject, q.OnDuplicate))
 			}
 		}
+		v.releaseKeyOn(p+".release_key_on", q.ReleaseKeyOn)
 		if len(q.KeyFields) > 0 && q.DedupByContent {
 			v.fail(p+".key_fields", "cannot be set together with dedup_by_content = true: key_fields derives the key from some fields, dedup_by_content from the whole payload; keep one")
 		}
 		if v.has(p+".key_fields") && len(q.KeyFields) == 0 {
 			v.fail(p+".key_fields", `is empty; list JSON pointers like ["/account", "/amount"], or leave key_fields out`)
 		}
-		for _, f := range q.KeyFields {
-			if err := jsonkey.CheckPointer(f); err != nil {
-				v.fail(p+".key_fields", fmt.Sprintf("%q is not a JSON pointer (RFC 6901): %v; write it like \"/account\" or \"/order/id\"", f, err))
-				break
+		v.pointers(p+".key_fields", q.KeyFields)
+		ruleNames := map[string]bool{}
+		for j, r := range q.Rules {
+			rp := fmt.Sprintf("%s.rules[%d]", p, j)
+			switch {
+			case r.Name == "":
+				v.fail(rp+".name", "is required: name the rule, like \"same-amount\"")
+			case CheckQueueName(r.Name) != nil:
+				v.fail(rp+".name", fmt.Sprintf("%q: %v", r.Name, CheckQueueName(r.Name)))
+			case ruleNames[r.Name]:
+				v.fail(rp+".name", fmt.Sprintf("duplicate rule %q in queue %q", r.Name, q.Name))
+			}
+			ruleNames[r.Name] = true
+			if len(r.KeyFields) == 0 {
+				v.fail(rp+".key_fields", `is required: list JSON pointers like ["/account", "/amount"]`)
+			}
+			v.pointers(rp+".key_fields", r.KeyFields)
+			if r.WindowMs == 0 && !v.has(rp+".window_ms") {
+				v.fail(rp+".window_ms", "is required: how long a job holds its rule key, in milliseconds, like 60000")
+			} else {
+				v.queueMillis(rp+".window_ms", r.WindowMs)
 			}
 		}
 		for j, t := range q.JobTypes {
@@ -157,6 +175,33 @@ func (v *validator) line(path string) int {
 
 // bad reports a bad value at path, adding what the key is.
 func (v *validator) bad(path, msg string) { v.report(path, msg, true) }
+
+// pointers checks that every entry of list, at path, is a JSON pointer.
+func (v *validator) pointers(path string, list []string) {
+	for _, f := range list {
+		if err := jsonkey.CheckPointer(f); err != nil {
+			v.fail(path, fmt.Sprintf("%q is not a JSON pointer (RFC 6901): %v; write it like \"/account\" or \"/order/id\"", f, err))
+			return
+		}
+	}
+}
+
+// releaseKeyOn checks a queue's release_key_on: each entry a final state,
+// none twice.
+func (v *validator) releaseKeyOn(path string, list []string) {
+	seen := map[string]bool{}
+	for _, s := range list {
+		switch {
+		case s != "dead" && s != "cancelled" && s != "completed":
+			v.fail(path, fmt.Sprintf(`%q is not a final state; the valid values are "dead", "cancelled" and "completed"`, s))
+			return
+		case seen[s]:
+			v.fail(path, fmt.Sprintf("%q is listed twice; list each state once", s))
+			return
+		}
+		seen[s] = true
+	}
+}
 
 // fail reports a problem at path, as is.
 func (v *validator) fail(path, msg string) { v.report(path, msg, false) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -106,7 +107,7 @@ func (s *Server) countRejected(jobs []*seppv1.EnqueueRequest) {
 
 func itemError(e *apiError) *seppv1.EnqueueBatchResult {
 	return &seppv1.EnqueueBatchResult{Outcome: &seppv1.EnqueueBatchResult_Error{Error: &seppv1.BatchItemError{
-		Code: e.code.String(), Reason: e.reason, Message: e.msg,
+		Code: e.code.String(), Reason: e.reason, Message: e.msg, Metadata: e.metadata,
 	}}}
 }
 
@@ -124,6 +125,9 @@ func ackOf(r *store.EnqueueResult) *seppv1.EnqueueResponse {
 // observeEnqueue counts one enqueue outcome and logs dedup hits: one line
 // per hit, with the queue, the key and the original job id.
 func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
+	if outcome := dedupOutcome(job, r); outcome != "" {
+		s.metrics.dedupOutcomes.WithLabelValues(job.Queue, outcome).Inc()
+	}
 	switch {
 	case r.Err != nil:
 		s.metrics.enqueues.WithLabelValues(job.Queue, "rejected").Inc()
@@ -141,6 +145,27 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 			s.wake.At(job.Queue, job.RunAt) // now, when run_at has passed
 		}
 	}
+}
+
+// dedupOutcome names what the dedup policy decided for a job with a key or
+// a rule ("" for a job with neither, or an error of another kind).
+func dedupOutcome(job *store.EnqueueJob, r *store.EnqueueResult) string {
+	if job.IdempotencyKey == nil && len(job.Rules) == 0 {
+		return ""
+	}
+	switch {
+	case errors.Is(r.Err, store.ErrDedupRuleViolated):
+		return "rule_violated"
+	case errors.Is(r.Err, store.ErrDuplicateJob), errors.Is(r.Err, store.ErrIdempotencyKeyConflict):
+		return "rejected"
+	case r.Err != nil:
+		return ""
+	case r.Deduplicated && r.PayloadMismatch:
+		return "mismatch"
+	case r.Deduplicated:
+		return "hit"
+	}
+	return "created"
 }
 
 // validateEnqueue checks req against the enqueue rules (docs/idempotency.md,
@@ -175,15 +200,9 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 		}
 		key = &k
 	} else if len(qc.KeyFields) > 0 {
-		k, err := jsonkey.Derive(req.GetPayload(), qc.KeyFields)
-		if err != nil {
-			e := newError(connect.CodeInvalidArgument, ReasonInvalidField, "%v", err)
-			e.metadata = map[string]string{"field": "payload"}
-			var fe *jsonkey.FieldError
-			if errors.As(err, &fe) {
-				e.metadata["pointer"] = fe.Pointer
-			}
-			return job, e
+		k, aerr := deriveKey(req.GetPayload(), qc.KeyFields, "")
+		if aerr != nil {
+			return job, aerr
 		}
 		if aerr := s.checkKey(k); aerr != nil {
 			aerr.msg = fmt.Sprintf("the key derived from key_fields %q: %s", qc.KeyFields, aerr.msg)
@@ -218,6 +237,14 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 	if aerr := checkHeaders(req.GetHeaders()); aerr != nil {
 		return job, aerr
 	}
+	var rules []store.RuleKey
+	for _, r := range qc.Rules {
+		k, aerr := deriveKey(req.GetPayload(), r.KeyFields, r.Name)
+		if aerr != nil {
+			return job, aerr
+		}
+		rules = append(rules, store.RuleKey{Name: r.Name, Key: k, Window: r.Window()})
+	}
 	job = store.EnqueueJob{
 		Queue:           queue,
 		JobType:         jobType,
@@ -230,8 +257,43 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 		DedupWindow:     qc.DedupWindow(),
 		RejectMismatch:  qc.KeyReuse == config.KeyReuseRejectMismatch,
 		RejectDuplicate: qc.OnDuplicate == config.OnDuplicateReject,
+		ReleaseKeyOn:    store.ReleaseOnStates(qc.ReleaseKeyOn),
+		Rules:           rules,
 	}
 	return job, nil
+}
+
+// deriveKey derives a key from payload fields: the queue's key_fields, or
+// (rule not empty) a rule's. A payload without them is INVALID_FIELD
+// naming the pointer.
+func deriveKey(payload []byte, fields []string, rule string) (string, *apiError) {
+	k, err := jsonkey.Derive(payload, fields)
+	if err == nil {
+		return k, nil
+	}
+	var fe *jsonkey.FieldError
+	if !errors.As(err, &fe) {
+		return "", invalidField("payload", "%v", err)
+	}
+	var e *apiError
+	if rule == "" {
+		e = newError(connect.CodeInvalidArgument, ReasonInvalidField, "%v", err)
+	} else {
+		// jsonkey's advice speaks of the queue's key; say the rule's.
+		what, _, _ := strings.Cut(fe.Reason, "; the queue derives its idempotency key")
+		field := "payload"
+		if fe.Pointer != "" {
+			field = fmt.Sprintf("field %q", fe.Pointer)
+		}
+		e = newError(connect.CodeInvalidArgument, ReasonInvalidField,
+			"rule %q: %s: %s; the rule reads key_fields %q from every job's payload, so each job of the queue needs a JSON object holding them",
+			rule, field, what, fields)
+	}
+	e.metadata = map[string]string{"field": "payload", "pointer": fe.Pointer}
+	if rule != "" {
+		e.metadata["rule"] = rule
+	}
+	return "", e
 }
 
 // checkKey applies the one rule the server enforces on a key: its length in

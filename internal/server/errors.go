@@ -26,6 +26,7 @@ const (
 	ReasonIdempotencyKeyConflict = "IDEMPOTENCY_KEY_CONFLICT"
 	ReasonIdempotencyKeyRequired = "IDEMPOTENCY_KEY_REQUIRED"
 	ReasonDuplicateJob           = "DUPLICATE_JOB"
+	ReasonDedupRuleViolated      = "DEDUP_RULE_VIOLATED"
 	ReasonUnknownQueue           = "UNKNOWN_QUEUE"
 	ReasonUnknownJobType         = "UNKNOWN_JOB_TYPE"
 	ReasonPayloadTooLarge        = "PAYLOAD_TOO_LARGE"
@@ -98,6 +99,17 @@ func toAPIError(err error) *apiError {
 			"a job with this idempotency key already exists on this queue, %s, and the queue rejects duplicates (on_duplicate = \"reject\") until %s; the original stands: look the key up to see what became of it",
 			formatJobID(de.JobID), de.ExpiresAt.UTC().Format(time.RFC3339))
 		e.metadata = map[string]string{"job_id": formatJobID(de.JobID)}
+		return e
+	case errors.Is(err, store.ErrDedupRuleViolated):
+		var re *store.RuleViolationError
+		if !errors.As(err, &re) {
+			break
+		}
+		frees := re.FreesAt.UTC().Format(time.RFC3339Nano)
+		e := newError(connect.CodeFailedPrecondition, ReasonDedupRuleViolated,
+			"rule %q: job %s, enqueued on this queue within the rule's window, has the same values in the rule's fields; it holds them until %s: this is likely the same request again under another key, so look that job up, or enqueue after that time",
+			re.Rule, formatJobID(re.JobID), frees)
+		e.metadata = map[string]string{"rule": re.Rule, "job_id": formatJobID(re.JobID), "frees_at": frees}
 		return e
 	case errors.Is(err, store.ErrUnavailable):
 		return newError(connect.CodeUnavailable, ReasonUnavailable,

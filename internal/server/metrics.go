@@ -13,18 +13,21 @@ import (
 // Metrics are the server's Prometheus metrics, served at /metrics. Create
 // them before the store so the store can report its commits (ObserveCommit).
 type Metrics struct {
-	registry     *prometheus.Registry
-	enqueues     *prometheus.CounterVec
-	dedupHits    *prometheus.CounterVec
-	reserved     prometheus.Counter
-	completions  *prometheus.CounterVec
-	leaseExpired prometheus.Counter
-	effectClaims *prometheus.CounterVec
-	commitTime   prometheus.Histogram
-	commitJobs   prometheus.Histogram
-	sweepDeleted *prometheus.CounterVec
-	recovered    *prometheus.GaugeVec
-	damaged      prometheus.Gauge
+	registry  *prometheus.Registry
+	enqueues  *prometheus.CounterVec
+	dedupHits *prometheus.CounterVec
+	// dedupOutcomes counts each keyed or ruled enqueue by what its dedup
+	// policy decided.
+	dedupOutcomes *prometheus.CounterVec
+	reserved      prometheus.Counter
+	completions   *prometheus.CounterVec
+	leaseExpired  prometheus.Counter
+	effectClaims  *prometheus.CounterVec
+	commitTime    prometheus.Histogram
+	commitJobs    prometheus.Histogram
+	sweepDeleted  *prometheus.CounterVec
+	recovered     *prometheus.GaugeVec
+	damaged       prometheus.Gauge
 	// webhookRequests counts webhook requests by configured path and
 	// answered status (webhook.go).
 	webhookRequests *prometheus.CounterVec
@@ -43,6 +46,10 @@ func NewMetrics() *Metrics {
 			Name: "sepp_dedup_hits_total",
 			Help: "Enqueues answered with an existing job because their idempotency key was recorded.",
 		}, []string{"queue"}),
+		dedupOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sepp_dedup_outcomes_total",
+			Help: "Enqueues with a key or a uniqueness rule, by what the queue's dedup policy decided: created, hit, mismatch (a hit with another payload), rejected (DUPLICATE_JOB, IDEMPOTENCY_KEY_CONFLICT), rule_violated.",
+		}, []string{"queue", "outcome"}),
 		reserved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sepp_jobs_reserved_total",
 			Help: "Deliveries: jobs handed to workers by Reserve.",
@@ -86,7 +93,7 @@ func NewMetrics() *Metrics {
 			Help: "Requests to the [[webhooks]] paths by path and HTTP status answered (202 new job, 200 retry, 401 bad signature, ...).",
 		}, []string{"path", "status"}),
 	}
-	m.registry.MustRegister(m.enqueues, m.dedupHits, m.reserved, m.completions, m.leaseExpired, m.effectClaims, m.commitTime, m.commitJobs, m.sweepDeleted, m.recovered, m.damaged, m.webhookRequests,
+	m.registry.MustRegister(m.enqueues, m.dedupHits, m.dedupOutcomes, m.reserved, m.completions, m.leaseExpired, m.effectClaims, m.commitTime, m.commitJobs, m.sweepDeleted, m.recovered, m.damaged, m.webhookRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

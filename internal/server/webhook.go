@@ -38,9 +38,6 @@ const (
 	ReasonSignatureInvalid = "SIGNATURE_INVALID"
 	// ReasonMethodNotAllowed: a webhook path answers POST only.
 	ReasonMethodNotAllowed = "METHOD_NOT_ALLOWED"
-	// webhookReasonKeyRequired: the key header is missing and the webhook
-	// has require_key = true. The same code as a queue's require_key.
-	webhookReasonKeyRequired = "IDEMPOTENCY_KEY_REQUIRED"
 )
 
 // The signature headers of the fixed schemes.
@@ -226,7 +223,7 @@ func (h *webhookHandler) serve(w http.ResponseWriter, r *http.Request) int {
 		return h.problemJob(w, http.StatusBadRequest, ReasonInvalidField, "", h.cfg.KeyHeader+": "+err.Error())
 	}
 	if !present && h.cfg.KeyRequired() {
-		return h.problemJob(w, http.StatusBadRequest, webhookReasonKeyRequired, "",
+		return h.problemJob(w, http.StatusBadRequest, ReasonIdempotencyKeyRequired, "",
 			fmt.Sprintf("the request has no %s header; this webhook requires one (require_key = true): send the delivery's unique id in it", h.cfg.KeyHeader))
 	}
 	req := &seppv1.EnqueueRequest{
@@ -290,6 +287,8 @@ func webhookStatus(e *apiError) int {
 		return http.StatusRequestEntityTooLarge
 	case ReasonUnavailable:
 		return http.StatusServiceUnavailable // a webhook sender retries a 503; a cut-off request is safe to resend
+	case ReasonDedupRuleViolated, ReasonDuplicateJob:
+		return http.StatusConflict // the same request again, under another key: the job it names stands
 	}
 	switch e.code {
 	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeOutOfRange:
@@ -315,8 +314,10 @@ func webhookStatus(e *apiError) int {
 var problemTitles = map[string]string{
 	ReasonSignatureInvalid:       "Signature missing or invalid",
 	ReasonMethodNotAllowed:       "Method not allowed",
-	webhookReasonKeyRequired:     "Idempotency key required",
+	ReasonIdempotencyKeyRequired: "Idempotency key required",
 	ReasonIdempotencyKeyConflict: "Idempotency key reused with another body",
+	ReasonDedupRuleViolated:      "A uniqueness rule matched an earlier job",
+	ReasonDuplicateJob:           "Duplicate job",
 	ReasonPayloadTooLarge:        "Request body too large",
 	ReasonUnavailable:            "Store unavailable",
 	ReasonInternal:               "Internal error",

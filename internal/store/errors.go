@@ -19,6 +19,9 @@ var (
 	// duplicates (on_duplicate = "reject"); the error is a
 	// *DuplicateJobError naming the original.
 	ErrDuplicateJob = errors.New("duplicate job")
+	// ErrDedupRuleViolated: a uniqueness rule of the queue matched a job
+	// enqueued within the rule's window; the error is a *RuleViolationError.
+	ErrDedupRuleViolated = errors.New("dedup rule violated")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
 )
@@ -60,3 +63,16 @@ func (e *DuplicateJobError) Error() string { return ErrDuplicateJob.Error() }
 
 // Is makes errors.Is(err, ErrDuplicateJob) hold.
 func (e *DuplicateJobError) Is(target error) bool { return target == ErrDuplicateJob }
+
+// RuleViolationError is the error of an enqueue refused by a uniqueness
+// rule. errors.Is(err, ErrDedupRuleViolated) holds for it.
+type RuleViolationError struct {
+	Rule    string    // the rule's name
+	JobID   JobID     // the job that holds the rule key
+	FreesAt time.Time // when the rule key is free again
+}
+
+func (e *RuleViolationError) Error() string { return ErrDedupRuleViolated.Error() + ": " + e.Rule }
+
+// Is makes errors.Is(err, ErrDedupRuleViolated) hold.
+func (e *RuleViolationError) Is(target error) bool { return target == ErrDedupRuleViolated }

@@ -158,12 +158,20 @@ type EnqueueJob struct {
 
 	// DedupWindow is how long the dedup record is honoured.
 	DedupWindow time.Duration
+	// ReleaseKeyOn is the queue's release_key_on: the final states whose
+	// arrival deletes the job's dedup record (keyed jobs only).
+	ReleaseKeyOn ReleaseOn
 	// RejectMismatch makes a hit with a different fingerprint fail with
 	// ErrIdempotencyKeyConflict instead of returning the original.
 	RejectMismatch bool
 	// RejectDuplicate makes every other hit fail with a *DuplicateJobError
 	// (on_duplicate = "reject"); a rejected hit is not counted.
 	RejectDuplicate bool
+	// Rules are the queue's uniqueness rules besides the key, each with the
+	// key the job's fields give it ([[queues.rules]]): an enqueue that would
+	// create a job fails with a *RuleViolationError when a job of the queue
+	// set the same rule key within the rule's window.
+	Rules []RuleKey
 }
 
 // EnqueueBatchParams are the parameters of Store.EnqueueBatch.
@@ -540,4 +548,12 @@ type Recovery struct {
 // Recoverer is implemented by stores that report their recovery at Open.
 type Recoverer interface {
 	Recovery() Recovery
+}
+
+// RuleKey is one uniqueness rule as a job meets it: the rule's name, the
+// key its fields give the job, and the rule's window.
+type RuleKey struct {
+	Name   string
+	Key    string
+	Window time.Duration
 }

@@ -696,7 +696,13 @@ pub(crate) fn wrong_count(got: usize, want: usize) -> Error {
 
 pub(crate) fn batch_result(r: wire::WireBatchResult) -> BatchResult {
     match (r.ack, r.error) {
-        (_, Some(e)) => Err(Error::from_reason(&e.reason, &e.code, e.message)),
+        (_, Some(e)) => Err(Error::from_detail(ErrorDetail {
+            reason: e.reason,
+            code: e.code,
+            message: e.message,
+            index: None,
+            metadata: e.metadata,
+        })),
         (Some(a), None) => Ok(a.into()),
         (None, None) => Err(Error::from_reason("INTERNAL", "internal", "server answered a batch item with neither an ack nor an error")),
     }

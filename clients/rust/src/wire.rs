@@ -297,6 +297,8 @@ pub(crate) struct WireItemError {
     pub code: String,
     pub reason: String,
     pub message: String,
+    /// The reason's detail, e.g. "job_id" of DUPLICATE_JOB.
+    pub metadata: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize, Default)]

@@ -849,8 +849,8 @@ function withIndex(e: SeppError, i: number): SeppError {
   return copy;
 }
 
-function itemError(e: { code: string; reason: string; message: string }): SeppError {
-  return toSeppErrorFromItem(e.code, e.reason, e.message);
+function itemError(e: { code: string; reason: string; message: string; metadata?: { [key: string]: string } }): SeppError {
+  return toSeppErrorFromItem(e.code, e.reason, e.message, e.metadata);
 }
 
 
@@ -873,8 +873,8 @@ const codeByName: Record<string, Code> = {
   unauthenticated: Code.Unauthenticated,
 };
 
-function toSeppErrorFromItem(code: string, reason: string, message: string): SeppError {
-  return newSeppError(reason || Reason.Internal, message, { code: codeByName[code] ?? Code.Internal });
+function toSeppErrorFromItem(code: string, reason: string, message: string, metadata?: { [key: string]: string }): SeppError {
+  return newSeppError(reason || Reason.Internal, message, { code: codeByName[code] ?? Code.Internal, metadata: { ...metadata } });
 }
 
 function batchResultFromProto(r: EnqueueBatchResult): BatchResult {

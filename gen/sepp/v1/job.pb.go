@@ -624,8 +624,12 @@ type BatchItemError struct {
 	// The Connect code name, e.g. "invalid_argument".
 	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	// The stable reason, e.g. "IDEMPOTENCY_KEY_TOO_LONG".
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Reason  string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The reason's detail, as the ErrorInfo of a whole call's error has it:
+	// e.g. "job_id" of DUPLICATE_JOB; "rule", "job_id" and "frees_at" of
+	// DEDUP_RULE_VIOLATED; "pointer" of an INVALID_FIELD in derived keys.
+	Metadata      map[string]string `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -679,6 +683,13 @@ func (x *BatchItemError) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *BatchItemError) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
 }
 
 type GetJobRequest struct {
@@ -1166,11 +1177,15 @@ const file_sepp_v1_job_proto_rawDesc = "" +
 	"\x12EnqueueBatchResult\x12,\n" +
 	"\x03ack\x18\x01 \x01(\v2\x18.sepp.v1.EnqueueResponseH\x00R\x03ack\x12/\n" +
 	"\x05error\x18\x02 \x01(\v2\x17.sepp.v1.BatchItemErrorH\x00R\x05errorB\t\n" +
-	"\aoutcome\"V\n" +
+	"\aoutcome\"\xd6\x01\n" +
 	"\x0eBatchItemError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"&\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12A\n" +
+	"\bmetadata\x18\x04 \x03(\v2%.sepp.v1.BatchItemError.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"&\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"0\n" +
 	"\x0eGetJobResponse\x12\x1e\n" +
@@ -1228,7 +1243,7 @@ func file_sepp_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_sepp_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sepp_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_sepp_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_sepp_v1_job_proto_goTypes = []any{
 	(JobState)(0),                         // 0: sepp.v1.JobState
 	(*Job)(nil),                           // 1: sepp.v1.Job
@@ -1248,44 +1263,46 @@ var file_sepp_v1_job_proto_goTypes = []any{
 	(*ReleaseIdempotencyKeyResponse)(nil), // 15: sepp.v1.ReleaseIdempotencyKeyResponse
 	nil,                                   // 16: sepp.v1.Job.HeadersEntry
 	nil,                                   // 17: sepp.v1.EnqueueRequest.HeadersEntry
-	(*timestamppb.Timestamp)(nil),         // 18: google.protobuf.Timestamp
+	nil,                                   // 18: sepp.v1.BatchItemError.MetadataEntry
+	(*timestamppb.Timestamp)(nil),         // 19: google.protobuf.Timestamp
 }
 var file_sepp_v1_job_proto_depIdxs = []int32{
-	18, // 0: sepp.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	19, // 0: sepp.v1.Job.run_at:type_name -> google.protobuf.Timestamp
 	16, // 1: sepp.v1.Job.headers:type_name -> sepp.v1.Job.HeadersEntry
 	0,  // 2: sepp.v1.Job.state:type_name -> sepp.v1.JobState
-	18, // 3: sepp.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	18, // 4: sepp.v1.Job.finalized_at:type_name -> google.protobuf.Timestamp
-	18, // 5: sepp.v1.EnqueueRequest.run_at:type_name -> google.protobuf.Timestamp
+	19, // 3: sepp.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	19, // 4: sepp.v1.Job.finalized_at:type_name -> google.protobuf.Timestamp
+	19, // 5: sepp.v1.EnqueueRequest.run_at:type_name -> google.protobuf.Timestamp
 	17, // 6: sepp.v1.EnqueueRequest.headers:type_name -> sepp.v1.EnqueueRequest.HeadersEntry
-	18, // 7: sepp.v1.EnqueueResponse.original_enqueued_at:type_name -> google.protobuf.Timestamp
-	18, // 8: sepp.v1.EnqueueResponse.dedup_expires_at:type_name -> google.protobuf.Timestamp
+	19, // 7: sepp.v1.EnqueueResponse.original_enqueued_at:type_name -> google.protobuf.Timestamp
+	19, // 8: sepp.v1.EnqueueResponse.dedup_expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 9: sepp.v1.EnqueueBatchRequest.jobs:type_name -> sepp.v1.EnqueueRequest
 	6,  // 10: sepp.v1.EnqueueBatchResponse.results:type_name -> sepp.v1.EnqueueBatchResult
 	3,  // 11: sepp.v1.EnqueueBatchResult.ack:type_name -> sepp.v1.EnqueueResponse
 	7,  // 12: sepp.v1.EnqueueBatchResult.error:type_name -> sepp.v1.BatchItemError
-	1,  // 13: sepp.v1.GetJobResponse.job:type_name -> sepp.v1.Job
-	1,  // 14: sepp.v1.CancelJobResponse.job:type_name -> sepp.v1.Job
-	18, // 15: sepp.v1.LookupIdempotencyKeyResponse.first_enqueued_at:type_name -> google.protobuf.Timestamp
-	18, // 16: sepp.v1.LookupIdempotencyKeyResponse.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 17: sepp.v1.LookupIdempotencyKeyResponse.state:type_name -> sepp.v1.JobState
-	2,  // 18: sepp.v1.JobService.Enqueue:input_type -> sepp.v1.EnqueueRequest
-	4,  // 19: sepp.v1.JobService.EnqueueBatch:input_type -> sepp.v1.EnqueueBatchRequest
-	8,  // 20: sepp.v1.JobService.GetJob:input_type -> sepp.v1.GetJobRequest
-	10, // 21: sepp.v1.JobService.CancelJob:input_type -> sepp.v1.CancelJobRequest
-	12, // 22: sepp.v1.JobService.LookupIdempotencyKey:input_type -> sepp.v1.LookupIdempotencyKeyRequest
-	14, // 23: sepp.v1.JobService.ReleaseIdempotencyKey:input_type -> sepp.v1.ReleaseIdempotencyKeyRequest
-	3,  // 24: sepp.v1.JobService.Enqueue:output_type -> sepp.v1.EnqueueResponse
-	5,  // 25: sepp.v1.JobService.EnqueueBatch:output_type -> sepp.v1.EnqueueBatchResponse
-	9,  // 26: sepp.v1.JobService.GetJob:output_type -> sepp.v1.GetJobResponse
-	11, // 27: sepp.v1.JobService.CancelJob:output_type -> sepp.v1.CancelJobResponse
-	13, // 28: sepp.v1.JobService.LookupIdempotencyKey:output_type -> sepp.v1.LookupIdempotencyKeyResponse
-	15, // 29: sepp.v1.JobService.ReleaseIdempotencyKey:output_type -> sepp.v1.ReleaseIdempotencyKeyResponse
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	18, // 13: sepp.v1.BatchItemError.metadata:type_name -> sepp.v1.BatchItemError.MetadataEntry
+	1,  // 14: sepp.v1.GetJobResponse.job:type_name -> sepp.v1.Job
+	1,  // 15: sepp.v1.CancelJobResponse.job:type_name -> sepp.v1.Job
+	19, // 16: sepp.v1.LookupIdempotencyKeyResponse.first_enqueued_at:type_name -> google.protobuf.Timestamp
+	19, // 17: sepp.v1.LookupIdempotencyKeyResponse.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 18: sepp.v1.LookupIdempotencyKeyResponse.state:type_name -> sepp.v1.JobState
+	2,  // 19: sepp.v1.JobService.Enqueue:input_type -> sepp.v1.EnqueueRequest
+	4,  // 20: sepp.v1.JobService.EnqueueBatch:input_type -> sepp.v1.EnqueueBatchRequest
+	8,  // 21: sepp.v1.JobService.GetJob:input_type -> sepp.v1.GetJobRequest
+	10, // 22: sepp.v1.JobService.CancelJob:input_type -> sepp.v1.CancelJobRequest
+	12, // 23: sepp.v1.JobService.LookupIdempotencyKey:input_type -> sepp.v1.LookupIdempotencyKeyRequest
+	14, // 24: sepp.v1.JobService.ReleaseIdempotencyKey:input_type -> sepp.v1.ReleaseIdempotencyKeyRequest
+	3,  // 25: sepp.v1.JobService.Enqueue:output_type -> sepp.v1.EnqueueResponse
+	5,  // 26: sepp.v1.JobService.EnqueueBatch:output_type -> sepp.v1.EnqueueBatchResponse
+	9,  // 27: sepp.v1.JobService.GetJob:output_type -> sepp.v1.GetJobResponse
+	11, // 28: sepp.v1.JobService.CancelJob:output_type -> sepp.v1.CancelJobResponse
+	13, // 29: sepp.v1.JobService.LookupIdempotencyKey:output_type -> sepp.v1.LookupIdempotencyKeyResponse
+	15, // 30: sepp.v1.JobService.ReleaseIdempotencyKey:output_type -> sepp.v1.ReleaseIdempotencyKeyResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_sepp_v1_job_proto_init() }
@@ -1305,7 +1322,7 @@ func file_sepp_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sepp_v1_job_proto_rawDesc), len(file_sepp_v1_job_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,7 +44,7 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 			if err != nil {
 				return err
 			}
-			if d.Live(now) {
+			if d.Live(now) && !storerule.IsRuleQueue(queue) {
 				stats(queue).DedupRecords++
 			}
 			return nil

@@ -72,7 +72,7 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 	for _, j := range g.New {
 		r := &record{Job: store.Job{ID: j.ID, Queue: j.Queue, JobType: j.JobType, Payload: j.Payload,
 			Priority: j.Priority, MaxAttempts: j.MaxAttempts, State: j.State},
-			Headers: j.Headers, RunAt: j.RunAt, CreatedAt: j.CreatedAt}
+			Headers: j.Headers, RunAt: j.RunAt, CreatedAt: j.CreatedAt, ReleaseKeyOn: j.ReleaseKeyOn}
 		if j.Keyed {
 			key := j.Key
 			r.IdempotencyKey = &key

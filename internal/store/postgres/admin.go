@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
 )
 
 // ListQueues implements store.Admin.
@@ -54,6 +55,9 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 		var n int64
 		if err := r.Scan(&name, &n); err != nil {
 			return err
+		}
+		if storerule.IsRuleQueue(name) {
+			return nil // a uniqueness rule's records, not a queue
 		}
 		get(name).DedupRecords = n
 		return nil

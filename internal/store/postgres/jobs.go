@@ -194,11 +194,18 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 			return err
 		}
 	}
+	// Round 2b: the uniqueness rules of the jobs to create, claimed like
+	// keys, in job order, so an earlier job of the batch holds a rule key
+	// against a later one.
+	violated, err := claimRules(ctx, tx, atomic, now, jobs, live, results)
+	if err != nil {
+		return err
+	}
 	// Round 3: count the hits and copy the new jobs in.
 	var rows [][]any
 	created := map[string]bool{}
 	for i := range jobs {
-		if live[i] {
+		if live[i] || violated[i] {
 			continue
 		}
 		pj := &jobs[i]
@@ -208,7 +215,7 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 			key = []byte(pj.Key)
 		}
 		rows = append(rows, []any{pgID(pj.ID), pj.Queue, pj.JobType, pj.Payload, key, pj.Priority, pj.RunAt,
-			pj.MaxAttempts, pj.Headers, int16(pj.State), now})
+			pj.MaxAttempts, pj.Headers, int16(pj.State), now, int16(pj.ReleaseKeyOn)})
 		created[pj.Queue] = true
 	}
 	if hits.Len() > 0 {
@@ -218,7 +225,7 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 	}
 	if len(rows) > 0 {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"sepp_jobs"}, []string{"id", "queue", "job_type", "payload",
-			"idempotency_key", "priority", "run_at", "max_attempts", "headers", "state", "created_at"},
+			"idempotency_key", "priority", "run_at", "max_attempts", "headers", "state", "created_at", "release_key_on"},
 			pgx.CopyFromRows(rows)); err != nil {
 			return err
 		}
@@ -231,6 +238,81 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 	return nil
 }
 
+// claimRules claims the rule keys of the jobs that are not live (to be
+// created). A job whose rule key a live record holds is refused with a
+// *store.RuleViolationError (the whole call, if atomic), and the records it
+// claimed, its key's and its other rules', are deleted again in the same
+// transaction, so a refused enqueue writes nothing.
+func claimRules(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []storerule.Job, live []bool, results []store.EnqueueResult) ([]bool, error) {
+	violated := make([]bool, len(jobs))
+	type claim struct{ i, r int }
+	var claims []claim
+	b := &pgx.Batch{}
+	noFingerprint := make([]byte, len(store.Fingerprint{}))
+	for i := range jobs {
+		if live[i] {
+			continue
+		}
+		for r, rule := range jobs[i].Rules {
+			b.Queue(claimKeySQL, rule.Queue, []byte(rule.Key), pgID(jobs[i].ID), now, now+rule.Window, noFingerprint)
+			claims = append(claims, claim{i, r})
+		}
+	}
+	if b.Len() == 0 {
+		return violated, nil
+	}
+	held := make([]bool, len(claims)) // a live record holds the rule key
+	br := tx.SendBatch(ctx, b)
+	for n := range claims {
+		var got pgtype.UUID
+		switch err := br.QueryRow().Scan(&got); {
+		case errors.Is(err, pgx.ErrNoRows):
+			held[n] = true
+		case err != nil:
+			br.Close()
+			return nil, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, err
+	}
+	for n, c := range claims {
+		if !held[n] || violated[c.i] {
+			continue
+		}
+		rule := &jobs[c.i].Rules[c.r]
+		var id pgtype.UUID
+		var rec storerule.Record
+		if err := tx.QueryRow(ctx, `SELECT job_id, first_enqueued_at, expires_at FROM sepp_dedup WHERE queue = $1 AND key = $2`,
+			rule.Queue, []byte(rule.Key)).Scan(&id, &rec.FirstEnqueuedAt, &rec.ExpiresAt); err != nil {
+			return nil, err
+		}
+		rec.JobID = id.Bytes
+		verr := storerule.RuleViolated(rule.Name, &rec)
+		if atomic {
+			return nil, &store.JobError{Index: c.i, Err: verr}
+		}
+		violated[c.i] = true
+		results[c.i] = store.EnqueueResult{Err: verr}
+		// Undo what the refused job claimed.
+		undo := &pgx.Batch{}
+		const del = `DELETE FROM sepp_dedup WHERE queue = $1 AND key = $2 AND job_id = $3`
+		j := &jobs[c.i]
+		if j.Keyed {
+			undo.Queue(del, j.Queue, []byte(j.Key), pgID(j.ID))
+		}
+		for m, o := range claims {
+			if o.i == c.i && !held[m] {
+				undo.Queue(del, j.Rules[o.r].Queue, []byte(j.Rules[o.r].Key), pgID(j.ID))
+			}
+		}
+		if err := tx.SendBatch(ctx, undo).Close(); err != nil {
+			return nil, err
+		}
+	}
+	return violated, nil
+}
+
 // GetJob implements store.Store.
 func (s *Store) GetJob(ctx context.Context, p *store.GetJobParams) (*store.Job, error) {
 	j, err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobColumns+` FROM sepp_jobs WHERE id = $1`, pgID(p.ID)))
@@ -239,6 +321,9 @@ func (s *Store) GetJob(ctx context.Context, p *store.GetJobParams) (*store.Job, 
 	}
 	return j, err
 }
+
+var cancelSQL = releasing(`UPDATE sepp_jobs SET state = $1, finalized_at = $2, lease_token = NULL,
+ lease_expires_at = NULL WHERE id = $3`, store.ReleaseOnCancelled)
 
 // CancelJob implements store.Store.
 func (s *Store) CancelJob(ctx context.Context, p *store.CancelJobParams) (*store.Job, error) {
@@ -250,8 +335,8 @@ func (s *Store) CancelJob(ctx context.Context, p *store.CancelJobParams) (*store
 		}
 		if !j.State.Finalized() {
 			now := micros(p.Now)
-			if _, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = $1, finalized_at = $2, lease_token = NULL,
- lease_expires_at = NULL WHERE id = $3`, int16(store.JobStateCancelled), now, pgID(p.ID)); err != nil {
+			var n int64
+			if err := tx.QueryRow(ctx, cancelSQL, int16(store.JobStateCancelled), now, pgID(p.ID)).Scan(&n); err != nil {
 				return err
 			}
 			j.State, j.FinalizedAt = store.JobStateCancelled, fromMicros(now)
@@ -329,17 +414,21 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 	res := &store.SweepResult{}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		*res = store.SweepResult{}
+		// Leases first: a job row, then its dedup record (release_key_on),
+		// the order Complete, Fail and CancelJob lock them in, so that a
+		// sweep and a Complete of a job whose record has expired do not
+		// deadlock.
+		n, err := expireLeases(ctx, tx, now)
+		if err != nil {
+			return err
+		}
+		res.LeasesExpired = int(n)
 		t, err := tx.Exec(ctx, `DELETE FROM sepp_dedup WHERE (queue, key) IN
  (SELECT queue, key FROM sepp_dedup WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, now, p.Limit)
 		if err != nil {
 			return err
 		}
 		res.DedupRecords = int(t.RowsAffected())
-		n, err := expireLeases(ctx, tx, now)
-		if err != nil {
-			return err
-		}
-		res.LeasesExpired = int(n)
 		t, err = tx.Exec(ctx, `DELETE FROM sepp_effects WHERE (scope, key) IN
  (SELECT scope, key FROM sepp_effects WHERE expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, now, p.Limit)
 		if err != nil {

@@ -1,6 +1,10 @@
 package storerule
 
-import "github.com/sepp-dev/sepp/internal/store"
+import (
+	"strings"
+
+	"github.com/sepp-dev/sepp/internal/store"
+)
 
 // Key names a dedup record: keys are scoped per queue and compared byte for
 // byte.
@@ -88,14 +92,18 @@ func NewGroup() *Group { return &Group{Records: map[Key]*Entry{}} }
 // Keys calls fn once for every distinct key of jobs: what the backend must
 // read before deciding.
 func Keys(jobs []Job, seen map[Key]bool, fn func(Key)) {
-	for i := range jobs {
-		if !jobs[i].Keyed {
-			continue
-		}
-		k := Key{jobs[i].Queue, jobs[i].Key}
+	visit := func(k Key) {
 		if !seen[k] {
 			seen[k] = true
 			fn(k)
+		}
+	}
+	for i := range jobs {
+		if jobs[i].Keyed {
+			visit(Key{jobs[i].Queue, jobs[i].Key})
+		}
+		for _, r := range jobs[i].Rules {
+			visit(Key{r.Queue, r.Key})
 		}
 	}
 }
@@ -115,36 +123,55 @@ func (g *Group) Decide(atomic bool, now int64, jobs []Job, results []store.Enque
 		fresh      []*Job
 		replaced   []Key
 	)
+	entry := func(k Key) *Entry {
+		if e := staged[k]; e != nil {
+			return e
+		}
+		return g.Records[k]
+	}
+	// stage records that j creates the record at k, replacing an expired
+	// stored one.
+	stage := func(k Key, rec Record) {
+		if e := entry(k); e != nil && e.Stored && !e.Created {
+			replaced = append(replaced, k)
+		}
+		staged[k] = &Entry{Record: rec, Created: true}
+		stagedKeys = append(stagedKeys, k)
+	}
 	for i := range jobs {
 		j := &jobs[i]
-		if !j.Keyed {
-			results[i] = Created(j, now)
-			fresh = append(fresh, j)
-			continue
+		var k Key
+		if j.Keyed {
+			k = Key{j.Queue, j.Key}
+			if e := entry(k); e != nil && e.Live(now) {
+				r, err := Hit(&e.Record, j)
+				if err != nil && atomic {
+					clear(results)
+					return &store.JobError{Index: i, Err: err}
+				}
+				results[i] = r
+				results[i].Err = err
+				if err == nil {
+					hits = append(hits, e)
+				}
+				continue
+			}
 		}
-		k := Key{j.Queue, j.Key}
-		e := staged[k]
-		if e == nil {
-			e = g.Records[k]
-		}
-		if e != nil && e.Live(now) {
-			r, err := Hit(&e.Record, j)
-			if err != nil && atomic {
+		// A job to create: every rule key must be free.
+		if err := ruleViolation(j, now, entry); err != nil {
+			if atomic {
 				clear(results)
 				return &store.JobError{Index: i, Err: err}
 			}
-			results[i] = r
-			results[i].Err = err
-			if err == nil {
-				hits = append(hits, e)
-			}
+			results[i] = store.EnqueueResult{Err: err}
 			continue
 		}
-		if e != nil && e.Stored && !e.Created {
-			replaced = append(replaced, k)
+		if j.Keyed {
+			stage(k, NewRecord(j, now))
 		}
-		staged[k] = &Entry{Record: NewRecord(j, now), Created: true}
-		stagedKeys = append(stagedKeys, k)
+		for _, r := range j.Rules {
+			stage(Key{r.Queue, r.Key}, Record{JobID: j.ID, FirstEnqueuedAt: now, ExpiresAt: now + r.Window})
+		}
 		fresh = append(fresh, j)
 		results[i] = Created(j, now)
 	}
@@ -166,4 +193,42 @@ func (g *Group) Decide(atomic bool, now int64, jobs []Job, results []store.Enque
 	g.New = append(g.New, fresh...)
 	g.Replaced = append(g.Replaced, replaced...)
 	return nil
+}
+
+// Rule is one uniqueness rule as a prepared job meets it: its records live
+// beside the dedup records, under the queue name RuleQueue gives.
+type Rule struct {
+	Name   string
+	Queue  string // RuleQueue(job's queue, Name)
+	Key    string
+	Window int64 // microseconds
+}
+
+// ruleQueuePrefix starts the queue name under which a rule's records are
+// kept. A queue name cannot hold a control character, so no queue, and no
+// lookup or release through the API, can reach them.
+const ruleQueuePrefix = "\x1frule\x1f"
+
+// RuleQueue is the name the records of rule name of queue are kept under.
+func RuleQueue(queue, name string) string { return ruleQueuePrefix + queue + "\x1f" + name }
+
+// IsRuleQueue reports whether a record's queue name is a rule's, not a
+// queue's: listings of queues skip those.
+func IsRuleQueue(name string) bool { return strings.HasPrefix(name, ruleQueuePrefix) }
+
+// ruleViolation returns the *store.RuleViolationError of the first rule of
+// j whose key is held by a live record, or nil.
+func ruleViolation(j *Job, now int64, entry func(Key) *Entry) error {
+	for _, r := range j.Rules {
+		if e := entry(Key{r.Queue, r.Key}); e != nil && e.Live(now) {
+			return RuleViolated(r.Name, &e.Record)
+		}
+	}
+	return nil
+}
+
+// RuleViolated is the error of an enqueue whose rule key the live record r
+// holds.
+func RuleViolated(rule string, r *Record) error {
+	return &store.RuleViolationError{Rule: rule, JobID: r.JobID, FreesAt: FromMicros(r.ExpiresAt)}
 }

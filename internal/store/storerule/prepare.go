@@ -27,8 +27,10 @@ type Job struct {
 	Window          int64
 	RejectMismatch  bool
 	RejectDuplicate bool
-	Priority        int32
-	MaxAttempts     int32
+	// Rules are the job's rule keys, each recorded under RuleQueue.
+	Rules       []Rule
+	Priority    int32
+	MaxAttempts int32
 	// RunAt is the requested run-at clamped to no earlier than the enqueue
 	// time; State is JobStateScheduled when it lies in the future, else
 	// JobStateAvailable.
@@ -39,6 +41,9 @@ type Job struct {
 	Headers []byte
 	// CreatedAt is the enqueue time.
 	CreatedAt int64
+	// ReleaseKeyOn is the job's release_key_on (keyed jobs only; zero for
+	// the others, which have no record).
+	ReleaseKeyOn store.ReleaseOn
 }
 
 // Prepare prepares one job enqueued at now (unix microseconds).
@@ -69,7 +74,14 @@ func Prepare(j *store.EnqueueJob, now int64) (Job, error) {
 		pj.Keyed = true
 		pj.Key = *j.IdempotencyKey
 		pj.Window = j.DedupWindow.Microseconds()
+		pj.ReleaseKeyOn = j.ReleaseKeyOn
 		pj.Fingerprint = store.NewFingerprint(j.JobType, j.Payload)
+	}
+	for _, r := range j.Rules {
+		if r.Window <= 0 {
+			return Job{}, fmt.Errorf("rule %q: window must be positive, got %v", r.Name, r.Window)
+		}
+		pj.Rules = append(pj.Rules, Rule{Name: r.Name, Queue: RuleQueue(j.Queue, r.Name), Key: r.Key, Window: r.Window.Microseconds()})
 	}
 	if len(j.Headers) > 0 {
 		b, err := json.Marshal(j.Headers)

@@ -49,6 +49,9 @@ func Run(t *testing.T, open Opener) {
 		{"HitsCounted", testHitsCounted},
 		{"RejectDuplicate", testRejectDuplicate},
 		{"RejectDuplicateInBatches", testRejectDuplicateInBatches},
+		{"RuleRefusesWithinWindow", testRuleRefusesWithinWindow},
+		{"RuleInBatches", testRuleInBatches},
+		{"RuleConcurrent", testRuleConcurrent},
 		{"JobFieldsRoundTrip", testJobFieldsRoundTrip},
 		{"ScheduledRunAt", testScheduledRunAt},
 		{"CancelJob", testCancelJob},
@@ -82,6 +85,13 @@ func Run(t *testing.T, open Opener) {
 		{"EffectSweep", testEffectSweep},
 		{"ClosedStoreRefusesCalls", testClosedStoreRefusesCalls},
 		{"PingOpenStore", testPingOpenStore},
+		{"ReleaseOnCompleted", testReleaseOnCompleted},
+		{"ReleaseOnDeadFail", testReleaseOnDeadFail},
+		{"ReleaseOnDeadLeaseExpiry", testReleaseOnDeadLeaseExpiry},
+		{"ReleaseOnCancelled", testReleaseOnCancelled},
+		{"ReleaseOnlyNamedStates", testReleaseOnlyNamedStates},
+		{"ReleaseWithoutPolicy", testReleaseWithoutPolicy},
+		{"ReleaseKeepsReplacedRecord", testReleaseKeepsReplacedRecord},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -203,7 +203,7 @@ class Batcher:
             e = r.get("error")
             if e is not None:
                 call.future.set_exception(
-                    error_for(str(e.get("code", "")), e.get("reason"), str(e.get("message", "")))
+                    error_for(str(e.get("code", "")), e.get("reason"), str(e.get("message", "")), e.get("metadata"))
                 )
             else:
                 call.future.set_result(Ack.from_json(r.get("ack") or {}))

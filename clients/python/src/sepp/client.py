@@ -593,7 +593,7 @@ class SeppClient:
                 e = r.get("error")
                 if e is not None:
                     results[k] = BatchResult(
-                        error=error_for(str(e.get("code", "")), e.get("reason"), str(e.get("message", "")))
+                        error=error_for(str(e.get("code", "")), e.get("reason"), str(e.get("message", "")), e.get("metadata"))
                     )
                 else:
                     results[k] = BatchResult(ack=Ack.from_json(r.get("ack") or {}))
@@ -712,7 +712,7 @@ class SeppClient:
         for r in got:
             e = r.get("error")
             out.append(
-                None if e is None else error_for(str(e.get("code", "")), e.get("reason"), str(e.get("message", "")))
+                None if e is None else error_for(str(e.get("code", "")), e.get("reason"), str(e.get("message", "")), e.get("metadata"))
             )
         return out
 

@@ -1,0 +1,50 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestQueueRules(t *testing.T) {
+	c, err := Parse("sepp.toml", []byte(`
+[[queues]]
+name = "payments"
+
+[[queues.rules]]
+name = "same-amount"
+key_fields = ["/account", "/amount"]
+window_ms = 60000
+
+[[queues.rules]]
+name = "same-card"
+key_fields = ["/card"]
+window_ms = 1000
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := c.Queue("payments").Rules
+	if len(rules) != 2 || rules[0].Name != "same-amount" || rules[0].Window() != time.Minute ||
+		strings.Join(rules[0].KeyFields, ",") != "/account,/amount" || rules[1].Name != "same-card" {
+		t.Fatalf("rules: %+v", rules)
+	}
+	head := "[[queues]]\nname = \"payments\"\n\n[[queues.rules]]\n"
+	for _, tc := range []struct{ name, file, want string }{
+		{"no name", head + "key_fields = [\"/a\"]\nwindow_ms = 1000\n", `sepp.toml:4: queues[0].rules[0].name: is required`},
+		{"duplicate", head + "name = \"r\"\nkey_fields = [\"/a\"]\nwindow_ms = 1000\n[[queues.rules]]\nname = \"r\"\nkey_fields = [\"/b\"]\nwindow_ms = 1000\n",
+			`queues[0].rules[1].name: duplicate rule "r" in queue "payments"`},
+		{"no fields", head + "name = \"r\"\nwindow_ms = 1000\n", `queues[0].rules[0].key_fields: is required`},
+		{"bad pointer", head + "name = \"r\"\nkey_fields = [\"amount\"]\nwindow_ms = 1000\n", `queues[0].rules[0].key_fields: "amount" is not a JSON pointer (RFC 6901): it must start with "/"`},
+		{"no window", head + "name = \"r\"\nkey_fields = [\"/a\"]\n", `queues[0].rules[0].window_ms: is required`},
+		{"negative window", head + "name = \"r\"\nkey_fields = [\"/a\"]\nwindow_ms = -5\n", `queues[0].rules[0].window_ms: must be > 0, got -5`},
+		{"unknown key", head + "name = \"r\"\nkey_fields = [\"/a\"]\nwindow_ms = 1000\nwindow = 5\n", `queues[0].rules[0].window: unknown key`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("sepp.toml", []byte(tc.file))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
