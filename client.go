@@ -259,6 +259,10 @@ type Ack struct {
 	OriginalEnqueuedAt time.Time `json:"originalEnqueuedAt,omitzero"`
 	// DedupExpiresAt: for keyed enqueues, when the key stops being honoured.
 	DedupExpiresAt time.Time `json:"dedupExpiresAt,omitzero"`
+	// Replaced: on a hit on a queue with on_duplicate = "replace" or
+	// "debounce", the original, still waiting, took this request's payload,
+	// headers, priority and run-at.
+	Replaced bool `json:"replaced,omitempty"`
 }
 
 // Enqueue enqueues one job.
@@ -443,7 +447,7 @@ func checkKey(k string, max int) error {
 }
 
 func ackFromProto(r *seppv1.EnqueueResponse) *Ack {
-	a := &Ack{JobID: r.GetJobId(), Deduplicated: r.GetDeduplicated(), PayloadMismatch: r.GetPayloadMismatch()}
+	a := &Ack{JobID: r.GetJobId(), Deduplicated: r.GetDeduplicated(), PayloadMismatch: r.GetPayloadMismatch(), Replaced: r.GetReplaced()}
 	if r.OriginalEnqueuedAt != nil {
 		a.OriginalEnqueuedAt = r.OriginalEnqueuedAt.AsTime()
 	}

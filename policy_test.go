@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sepp-dev/sepp"
 	"github.com/sepp-dev/sepp/internal/testserver"
@@ -121,5 +122,54 @@ func TestKeyFields(t *testing.T) {
 	own, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "transfers", JobType: "move", Payload: payload, IdempotencyKey: sepp.Key("transfer-9")})
 	if err != nil || own.Deduplicated {
 		t.Fatalf("explicit key: %+v %v", own, err)
+	}
+}
+
+// TestOnDuplicateReplaceAndDebounce: through the API, a hit on a replacing
+// queue says replaced and the waiting job takes the new payload; on a
+// debouncing queue the job's run-at moves with each hit, up to the longest
+// wait.
+func TestOnDuplicateReplaceAndDebounce(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{Config: `
+[[queues]]
+name = "profile-sync"
+on_duplicate = "replace"
+
+[[queues]]
+name = "digest"
+on_duplicate = "debounce"
+debounce_ms = 10000
+debounce_max_wait_ms = 25000
+`})
+	c := connect(t, srv, sepp.Config{})
+	ctx := context.Background()
+	first, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "profile-sync", JobType: "sync", Payload: []byte(`{"v":1}`), IdempotencyKey: sepp.Key("user-7")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "profile-sync", JobType: "sync", Payload: []byte(`{"v":2}`), IdempotencyKey: sepp.Key("user-7")})
+	if err != nil || !again.Deduplicated || !again.Replaced || again.JobID != first.JobID {
+		t.Fatalf("replace: %+v %v", again, err)
+	}
+	if j, err := c.GetJob(ctx, first.JobID); err != nil || string(j.Payload) != `{"v":2}` {
+		t.Fatalf("the replaced job: %+v %v", j, err)
+	}
+
+	d, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "digest", JobType: "mail", IdempotencyKey: sepp.Key("digest-user-7")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := srv.Clock.Now()
+	for _, step := range []time.Duration{5 * time.Second, 7 * time.Second, 8 * time.Second} {
+		srv.Clock.Advance(step)
+		a, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "digest", JobType: "mail", IdempotencyKey: sepp.Key("digest-user-7")})
+		if err != nil || !a.Replaced || a.JobID != d.JobID {
+			t.Fatalf("debounce: %+v %v", a, err)
+		}
+		want := min(srv.Clock.Now().Add(10*time.Second).Sub(t0), 25*time.Second)
+		if j, err := c.GetJob(ctx, d.JobID); err != nil || !j.RunAt.Equal(t0.Add(want)) {
+			t.Fatalf("debounced run-at %v, want %v: %+v %v", j.RunAt, t0.Add(want), j, err)
+		}
 	}
 }

@@ -136,6 +136,9 @@ func runEnqueue(args []string, stdout, stderr io.Writer) error {
 	if ack.Deduplicated {
 		rows = append(rows, row{"payload_mismatch", fmt.Sprint(ack.PayloadMismatch)},
 			row{"original_enqueued_at", fmtTime(ack.OriginalEnqueuedAt)})
+		if ack.Replaced {
+			rows = append(rows, row{"replaced", "true"})
+		}
 	}
 	if !ack.DedupExpiresAt.IsZero() { // keyed, or keyed by content
 		rows = append(rows, row{"dedup_expires_at", fmtTime(ack.DedupExpiresAt)})

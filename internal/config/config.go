@@ -199,6 +199,11 @@ type QueueConfig struct {
 	// OnDuplicate is what an enqueue whose key is already recorded gets.
 	// Default (""): OnDuplicateReturnOriginal.
 	OnDuplicate OnDuplicate `toml:"on_duplicate"`
+	// DebounceMs and DebounceMaxWaitMs are the debounce delay and the
+	// longest a debounced job waits after its first enqueue (0: no bound),
+	// in milliseconds; on_duplicate = "debounce" only.
+	DebounceMs        int64 `toml:"debounce_ms"`
+	DebounceMaxWaitMs int64 `toml:"debounce_max_wait_ms"`
 	// ReleaseKeyOn lists the final states ("dead", "cancelled",
 	// "completed") whose arrival deletes a job's dedup record, so that the
 	// next enqueue of its key creates a new job. It is fixed on each job
@@ -238,6 +243,14 @@ const (
 	OnDuplicateReturnOriginal OnDuplicate = "return_original"
 	// OnDuplicateReject fails a hit with DUPLICATE_JOB, naming the original.
 	OnDuplicateReject OnDuplicate = "reject"
+	// OnDuplicateReplace gives a still waiting original (scheduled or
+	// available) the hit's payload, headers, priority and run-at; once it
+	// runs or has finished, a hit returns it as return_original does.
+	OnDuplicateReplace OnDuplicate = "replace"
+	// OnDuplicateDebounce replaces as OnDuplicateReplace does, and moves
+	// the waiting original's run-at to now + DebounceMs, never past its
+	// first enqueue + DebounceMaxWaitMs.
+	OnDuplicateDebounce OnDuplicate = "debounce"
 )
 
 // DedupWindow is DedupWindowMs as a duration (0 if not resolved: use the

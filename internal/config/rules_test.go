@@ -48,3 +48,30 @@ window_ms = 1000
 		})
 	}
 }
+
+func TestOnDuplicateModes(t *testing.T) {
+	c, err := Parse("sepp.toml", []byte("[[queues]]\nname = \"d\"\non_duplicate = \"debounce\"\ndebounce_ms = 5000\ndebounce_max_wait_ms = 60000\n\n[[queues]]\nname = \"r\"\non_duplicate = \"replace\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := c.Queue("d"); q.OnDuplicate != OnDuplicateDebounce || q.DebounceMs != 5000 || q.DebounceMaxWaitMs != 60000 {
+		t.Fatalf("debounce queue: %+v", q)
+	}
+	if q := c.Queue("r"); q.OnDuplicate != OnDuplicateReplace {
+		t.Fatalf("replace queue: %+v", q)
+	}
+	head := "[[queues]]\nname = \"q\"\n"
+	for _, tc := range []struct{ name, file, want string }{
+		{"unknown", head + "on_duplicate = \"drop\"\n", `queues[0].on_duplicate: must be "return_original", "reject", "replace" or "debounce", got "drop"`},
+		{"debounce without delay", head + "on_duplicate = \"debounce\"\n", `queues[0].debounce_ms: is required with on_duplicate = "debounce"`},
+		{"delay without debounce", head + "debounce_ms = 5\n", `queues[0].debounce_ms: is only used with on_duplicate = "debounce"`},
+		{"negative wait", head + "on_duplicate = \"debounce\"\ndebounce_ms = 5\ndebounce_max_wait_ms = -1\n", `queues[0].debounce_max_wait_ms: must be > 0, got -1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("sepp.toml", []byte(tc.file))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -87,11 +87,25 @@ func (c *Config) validate(file string, org origins) error {
 		}
 		if q.OnDuplicate != "" || v.has(p+".on_duplicate") {
 			switch q.OnDuplicate {
-			case OnDuplicateReturnOriginal, OnDuplicateReject:
-			case "replace", "debounce":
-				v.bad(p+".on_duplicate", fmt.Sprintf("%q is not supported in this release; use %q or %q", q.OnDuplicate, OnDuplicateReturnOriginal, OnDuplicateReject))
+			case OnDuplicateReturnOriginal, OnDuplicateReject, OnDuplicateReplace, OnDuplicateDebounce:
 			default:
-				v.bad(p+".on_duplicate", fmt.Sprintf("must be %q or %q, got %q", OnDuplicateReturnOriginal, OnDuplicateReject, q.OnDuplicate))
+				v.bad(p+".on_duplicate", fmt.Sprintf("must be %q, %q, %q or %q, got %q", OnDuplicateReturnOriginal, OnDuplicateReject,
+					OnDuplicateReplace, OnDuplicateDebounce, q.OnDuplicate))
+			}
+		}
+		switch {
+		case q.OnDuplicate == OnDuplicateDebounce && q.DebounceMs == 0 && !v.has(p+".debounce_ms"):
+			v.fail(p+".debounce_ms", `is required with on_duplicate = "debounce": how long after the last enqueue the job runs, in milliseconds, like 5000`)
+		case q.OnDuplicate != OnDuplicateDebounce && (v.has(p+".debounce_ms") || v.has(p+".debounce_max_wait_ms")):
+			key := ".debounce_ms"
+			if !v.has(p + key) {
+				key = ".debounce_max_wait_ms"
+			}
+			v.fail(p+key, `is only used with on_duplicate = "debounce"`)
+		case q.OnDuplicate == OnDuplicateDebounce:
+			v.queueMillis(p+".debounce_ms", q.DebounceMs)
+			if q.DebounceMaxWaitMs != 0 || v.has(p+".debounce_max_wait_ms") {
+				v.queueMillis(p+".debounce_max_wait_ms", q.DebounceMaxWaitMs)
 			}
 		}
 		v.releaseKeyOn(p+".release_key_on", q.ReleaseKeyOn)

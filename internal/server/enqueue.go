@@ -112,7 +112,7 @@ func itemError(e *apiError) *seppv1.EnqueueBatchResult {
 }
 
 func ackOf(r *store.EnqueueResult) *seppv1.EnqueueResponse {
-	ack := &seppv1.EnqueueResponse{JobId: formatJobID(r.JobID), Deduplicated: r.Deduplicated, PayloadMismatch: r.PayloadMismatch}
+	ack := &seppv1.EnqueueResponse{JobId: formatJobID(r.JobID), Deduplicated: r.Deduplicated, PayloadMismatch: r.PayloadMismatch, Replaced: r.Replaced}
 	if !r.ExpiresAt.IsZero() {
 		ack.DedupExpiresAt = timestamppb.New(r.ExpiresAt)
 	}
@@ -132,6 +132,9 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 	case r.Err != nil:
 		s.metrics.enqueues.WithLabelValues(job.Queue, "rejected").Inc()
 	case r.Deduplicated:
+		if r.Replaced {
+			s.wake.At(job.Queue, r.RunAt) // now, when its new run-at has passed
+		}
 		s.metrics.enqueues.WithLabelValues(job.Queue, "deduplicated").Inc()
 		s.metrics.dedupHits.WithLabelValues(job.Queue).Inc()
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "dedup hit",
@@ -147,6 +150,15 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 	}
 }
 
+// debounce is a debounce setting of qc as a duration, or 0 unless the queue
+// debounces.
+func debounce(qc config.QueueConfig, ms int64) time.Duration {
+	if qc.OnDuplicate != config.OnDuplicateDebounce {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
 // dedupOutcome names what the dedup policy decided for a job with a key or
 // a rule ("" for a job with neither, or an error of another kind).
 func dedupOutcome(job *store.EnqueueJob, r *store.EnqueueResult) string {
@@ -160,6 +172,10 @@ func dedupOutcome(job *store.EnqueueJob, r *store.EnqueueResult) string {
 		return "rejected"
 	case r.Err != nil:
 		return ""
+	case r.Replaced && job.Debounce > 0:
+		return "debounced"
+	case r.Replaced:
+		return "replaced"
 	case r.Deduplicated && r.PayloadMismatch:
 		return "mismatch"
 	case r.Deduplicated:
@@ -257,6 +273,9 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 		DedupWindow:     qc.DedupWindow(),
 		RejectMismatch:  qc.KeyReuse == config.KeyReuseRejectMismatch,
 		RejectDuplicate: qc.OnDuplicate == config.OnDuplicateReject,
+		Replace:         qc.OnDuplicate == config.OnDuplicateReplace || qc.OnDuplicate == config.OnDuplicateDebounce,
+		Debounce:        debounce(qc, qc.DebounceMs),
+		DebounceMaxWait: debounce(qc, qc.DebounceMaxWaitMs),
 		ReleaseKeyOn:    store.ReleaseOnStates(qc.ReleaseKeyOn),
 		Rules:           rules,
 	}

@@ -48,7 +48,7 @@ func NewMetrics() *Metrics {
 		}, []string{"queue"}),
 		dedupOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sepp_dedup_outcomes_total",
-			Help: "Enqueues with a key or a uniqueness rule, by what the queue's dedup policy decided: created, hit, mismatch (a hit with another payload), rejected (DUPLICATE_JOB, IDEMPOTENCY_KEY_CONFLICT), rule_violated.",
+			Help: "Enqueues with a key or a uniqueness rule, by what the queue's dedup policy decided: created, hit, mismatch (a hit with another payload), rejected (DUPLICATE_JOB, IDEMPOTENCY_KEY_CONFLICT), replaced, debounced, rule_violated.",
 		}, []string{"queue", "outcome"}),
 		reserved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sepp_jobs_reserved_total",

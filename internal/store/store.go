@@ -167,6 +167,13 @@ type EnqueueJob struct {
 	// RejectDuplicate makes every other hit fail with a *DuplicateJobError
 	// (on_duplicate = "reject"); a rejected hit is not counted.
 	RejectDuplicate bool
+	// Replace makes a hit on a job still scheduled or available give it
+	// this request's payload, headers, priority and run-at (on_duplicate =
+	// "replace" or "debounce"). With Debounce set, the run-at is instead now
+	// + Debounce, never later than the record's first enqueue +
+	// DebounceMaxWait (when set).
+	Replace                   bool
+	Debounce, DebounceMaxWait time.Duration
 	// Rules are the queue's uniqueness rules besides the key, each with the
 	// key the job's fields give it ([[queues.rules]]): an enqueue that would
 	// create a job fails with a *RuleViolationError when a job of the queue
@@ -194,6 +201,10 @@ type EnqueueResult struct {
 	OriginalEnqueuedAt time.Time
 	// ExpiresAt is when the dedup record stops being honoured (keyed jobs).
 	ExpiresAt time.Time
+	// Replaced: a hit that replaced the waiting original (Replace); RunAt
+	// is then its new run-at.
+	Replaced bool
+	RunAt    time.Time
 	// Err is set when this job was not enqueued (non-atomic batches only).
 	Err error
 }

@@ -51,6 +51,8 @@ export interface Ack {
   originalEnqueuedAt?: Date;
   /** For keyed enqueues: when the key stops being honoured. */
   dedupExpiresAt?: Date;
+  /** On a hit on a queue with `on_duplicate = "replace"` or `"debounce"`: the waiting original took this request (set only then). */
+  replaced?: true;
 }
 
 /** The outcome of one job of a batch: an ack, or the error that job got. */
@@ -192,6 +194,7 @@ export function ackFromProto(r: EnqueueResponse | undefined): Ack {
     payloadMismatch: r?.payloadMismatch ?? false,
     originalEnqueuedAt: dateOf(r?.originalEnqueuedAt),
     dedupExpiresAt: dateOf(r?.dedupExpiresAt),
+    ...(r?.replaced ? { replaced: true as const } : {}),
   };
 }
 

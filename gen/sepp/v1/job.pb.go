@@ -370,8 +370,12 @@ type EnqueueResponse struct {
 	OriginalEnqueuedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=original_enqueued_at,json=originalEnqueuedAt,proto3" json:"original_enqueued_at,omitempty"`
 	// For keyed enqueues: when the dedup record stops being honoured.
 	DedupExpiresAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=dedup_expires_at,json=dedupExpiresAt,proto3" json:"dedup_expires_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// On a hit on a queue with on_duplicate = "replace" or "debounce": the
+	// original job, still waiting, took this request's payload, headers,
+	// priority and run-at (debounce: its run-at moved).
+	Replaced      bool `protobuf:"varint,6,opt,name=replaced,proto3" json:"replaced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EnqueueResponse) Reset() {
@@ -437,6 +441,13 @@ func (x *EnqueueResponse) GetDedupExpiresAt() *timestamppb.Timestamp {
 		return x.DedupExpiresAt
 	}
 	return nil
+}
+
+func (x *EnqueueResponse) GetReplaced() bool {
+	if x != nil {
+		return x.Replaced
+	}
+	return false
 }
 
 type EnqueueBatchRequest struct {
@@ -1162,13 +1173,14 @@ const file_sepp_v1_job_proto_rawDesc = "" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
-	"\x10_idempotency_key\"\x8b\x02\n" +
+	"\x10_idempotency_key\"\xa7\x02\n" +
 	"\x0fEnqueueResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\"\n" +
 	"\fdeduplicated\x18\x02 \x01(\bR\fdeduplicated\x12)\n" +
 	"\x10payload_mismatch\x18\x03 \x01(\bR\x0fpayloadMismatch\x12L\n" +
 	"\x14original_enqueued_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x12originalEnqueuedAt\x12D\n" +
-	"\x10dedup_expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0ededupExpiresAt\"Z\n" +
+	"\x10dedup_expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0ededupExpiresAt\x12\x1a\n" +
+	"\breplaced\x18\x06 \x01(\bR\breplaced\"Z\n" +
 	"\x13EnqueueBatchRequest\x12+\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x17.sepp.v1.EnqueueRequestR\x04jobs\x12\x16\n" +
 	"\x06atomic\x18\x02 \x01(\bR\x06atomic\"M\n" +

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/storerule"
@@ -36,6 +37,63 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 	return op.results, nil
 }
 
+// replaceHits gives each original job that a hit of op replaces (a queue
+// with on_duplicate = "replace" or "debounce") the request's payload,
+// headers, priority and run-at, while it still waits (storerule.Replacement):
+// a job stored before this group, or one an earlier enqueue of the group
+// created. The record takes the request's fingerprint.
+func (s *Store) replaceHits(t *tx, g *storerule.Group, op *enqueueOp) error {
+	for i := range op.jobs {
+		j, res := &op.jobs[i], &op.results[i]
+		if !j.Replace || res.Err != nil || !res.Deduplicated {
+			continue
+		}
+		e := g.Records[storerule.Key{Queue: j.Queue, Key: j.Key}]
+		if e == nil {
+			continue
+		}
+		if e.Created { // created by this group: not written yet
+			for _, n := range g.New {
+				if n.ID != e.JobID {
+					continue
+				}
+				runAt, st, ok := storerule.Replacement(j, &e.Record, n.State, op.now)
+				if ok {
+					n.Payload, n.Headers, n.Priority, n.RunAt, n.State = j.Payload, j.Headers, j.Priority, runAt, st
+					e.Fingerprint = j.Fingerprint
+					res.Replaced, res.RunAt = true, storerule.FromMicros(runAt)
+				}
+				break
+			}
+			continue
+		}
+		r, err := getJob(t.b, e.JobID)
+		if errors.Is(err, store.ErrJobNotFound) {
+			continue // deleted by retention: nothing waits
+		}
+		if err != nil {
+			return err
+		}
+		runAt, st, ok := storerule.Replacement(j, &e.Record, storerule.VisibleState(r.State, r.RunAt, op.now), op.now)
+		if !ok {
+			continue
+		}
+		if err := t.unindex(r); err != nil {
+			return err
+		}
+		r.Payload, r.Headers, r.Priority, r.RunAt, r.State = j.Payload, j.Headers, j.Priority, runAt, st
+		if err := t.putJob(r); err != nil {
+			return err
+		}
+		if err := t.index(r, op.now); err != nil {
+			return err
+		}
+		e.Fingerprint = j.Fingerprint
+		res.Replaced, res.RunAt = true, storerule.FromMicros(runAt)
+	}
+	return nil
+}
+
 // applyEnqueues decides every job of the given enqueue ops against the
 // stored dedup records and each other, in submission order
 // (storerule.Group), then writes the new jobs, their index entries and the
@@ -67,6 +125,13 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 		op := wop.enqueue
 		if err := g.Decide(op.atomic, op.now, op.jobs, op.results); err != nil {
 			wop.err = err
+		}
+	}
+	for _, wop := range ops {
+		if wop.err == nil {
+			if err := s.replaceHits(t, g, wop.enqueue); err != nil {
+				return err
+			}
 		}
 	}
 	for _, j := range g.New {

@@ -36,7 +36,7 @@ func (s *Store) enqueueHits(ctx context.Context, op *enqueueOp) (bool, error) {
 	f := s.filter.Load()
 	for i := range op.jobs {
 		j := &op.jobs[i]
-		if !j.Keyed || !f.mayContain(dedupName(j.Queue, j.Key)) {
+		if !j.Keyed || j.Replace || !f.mayContain(dedupName(j.Queue, j.Key)) {
 			return false, nil
 		}
 	}

@@ -165,6 +165,11 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 		}
 	}
 	hits := &pgx.Batch{}
+	type replacing struct {
+		i   int
+		rec storerule.Record
+	}
+	var replaces []replacing
 	if reads.Len() > 0 {
 		br := tx.SendBatch(ctx, reads)
 		for i := range jobs {
@@ -188,9 +193,19 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 			results[i], results[i].Err = r, err
 			if err == nil {
 				hits.Queue(`UPDATE sepp_dedup SET hits = hits + 1 WHERE queue = $1 AND key = $2`, jobs[i].Queue, []byte(jobs[i].Key))
+				if jobs[i].Replace {
+					replaces = append(replaces, replacing{i, rec})
+				}
 			}
 		}
 		if err := br.Close(); err != nil {
+			return err
+		}
+	}
+	// Round 2a: hits that replace a waiting original (on_duplicate =
+	// "replace" or "debounce").
+	for _, rp := range replaces {
+		if err := replaceHit(ctx, tx, now, jobs, live, rp.i, &rp.rec, &results[rp.i]); err != nil {
 			return err
 		}
 	}
@@ -236,6 +251,58 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 		}
 	}
 	return nil
+}
+
+// replaceHit gives the original job of the hit jobs[i] (record rec) the
+// request's payload, headers, priority and run-at while it still waits
+// (storerule.Replacement): a job of this batch not copied in yet, or a
+// stored one, locked. The record takes the request's fingerprint.
+func replaceHit(ctx context.Context, tx pgx.Tx, now int64, jobs []storerule.Job, live []bool, i int, rec *storerule.Record, res *store.EnqueueResult) error {
+	j := &jobs[i]
+	for m := range jobs {
+		if live[m] || jobs[m].ID != rec.JobID {
+			continue
+		}
+		// Created by this batch, copied in below.
+		runAt, st, ok := storerule.Replacement(j, rec, jobs[m].State, now)
+		if ok {
+			o := &jobs[m]
+			o.Payload, o.Headers, o.Priority, o.RunAt, o.State = j.Payload, j.Headers, j.Priority, runAt, st
+			res.Replaced, res.RunAt = true, storerule.FromMicros(runAt)
+			return setFingerprint(ctx, tx, j)
+		}
+		return nil
+	}
+	var state int16
+	var runAt int64
+	err := tx.QueryRow(ctx, `SELECT state, run_at FROM sepp_jobs WHERE id = $1 FOR UPDATE`, pgID(rec.JobID)).Scan(&state, &runAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // deleted by retention: nothing waits
+	}
+	if err != nil {
+		return err
+	}
+	newRunAt, st, ok := storerule.Replacement(j, rec, storerule.VisibleState(store.JobState(state), runAt, now), now)
+	if !ok {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE sepp_jobs SET payload = $2, headers = $3, priority = $4, run_at = $5, state = $6 WHERE id = $1`,
+		pgID(rec.JobID), j.Payload, j.Headers, j.Priority, newRunAt, int16(st)); err != nil {
+		return err
+	}
+	res.Replaced, res.RunAt = true, storerule.FromMicros(newRunAt)
+	if err := setFingerprint(ctx, tx, j); err != nil {
+		return err
+	}
+	if st == store.JobStateAvailable {
+		return notifyJobs(ctx, tx, j.Queue)
+	}
+	return nil
+}
+
+func setFingerprint(ctx context.Context, tx pgx.Tx, j *storerule.Job) error {
+	_, err := tx.Exec(ctx, `UPDATE sepp_dedup SET fingerprint = $3 WHERE queue = $1 AND key = $2`, j.Queue, []byte(j.Key), j.Fingerprint[:])
+	return err
 }
 
 // claimRules claims the rule keys of the jobs that are not live (to be

@@ -232,3 +232,28 @@ func ruleViolation(j *Job, now int64, entry func(Key) *Entry) error {
 func RuleViolated(rule string, r *Record) error {
 	return &store.RuleViolationError{Rule: rule, JobID: r.JobID, FreesAt: FromMicros(r.ExpiresAt)}
 }
+
+// Replacement judges a hit of j, on a queue that replaces, on the original
+// job in state with the dedup record r, at now: whether the original takes
+// j's payload, headers and priority (only while it waits: scheduled or
+// available), and the run-at and state it then gets. Replace takes j's
+// run-at; debounce takes now + Debounce, never later than the first
+// enqueue + DebounceMaxWait when that is set, and never earlier than now.
+func Replacement(j *Job, r *Record, state store.JobState, now int64) (runAt int64, st store.JobState, ok bool) {
+	if !j.Replace || (state != store.JobStateScheduled && state != store.JobStateAvailable) {
+		return 0, 0, false
+	}
+	runAt = j.RunAt
+	if j.Debounce > 0 {
+		runAt = now + j.Debounce
+		if j.DebounceMaxWait > 0 {
+			runAt = min(runAt, r.FirstEnqueuedAt+j.DebounceMaxWait)
+		}
+		runAt = max(runAt, now)
+	}
+	st = store.JobStateAvailable
+	if runAt > now {
+		st = store.JobStateScheduled
+	}
+	return runAt, st, true
+}

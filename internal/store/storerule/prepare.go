@@ -27,6 +27,10 @@ type Job struct {
 	Window          int64
 	RejectMismatch  bool
 	RejectDuplicate bool
+	// Replace, Debounce and DebounceMaxWait (microseconds) are the
+	// replace and debounce policies (Replacement).
+	Replace                   bool
+	Debounce, DebounceMaxWait int64
 	// Rules are the job's rule keys, each recorded under RuleQueue.
 	Rules       []Rule
 	Priority    int32
@@ -59,6 +63,9 @@ func Prepare(j *store.EnqueueJob, now int64) (Job, error) {
 		Payload:         j.Payload,
 		RejectMismatch:  j.RejectMismatch,
 		RejectDuplicate: j.RejectDuplicate,
+		Replace:         j.Replace,
+		Debounce:        j.Debounce.Microseconds(),
+		DebounceMaxWait: j.DebounceMaxWait.Microseconds(),
 		Priority:        j.Priority,
 		MaxAttempts:     j.MaxAttempts,
 		CreatedAt:       now,
