@@ -247,6 +247,10 @@ pub struct EnqueueAck {
     pub original_enqueued_at: Option<SystemTime>,
     /// For keyed enqueues: when the dedup record stops being honoured.
     pub dedup_expires_at: Option<SystemTime>,
+    /// On a hit on a queue with `on_duplicate = "replace"` or `"debounce"`:
+    /// the waiting original took this request's payload, headers, priority
+    /// and run-at.
+    pub replaced: bool,
 }
 
 /// The outcome of one job of [`SeppClient::enqueue_batch`](crate::client::SeppClient::enqueue_batch):

@@ -264,6 +264,7 @@ pub(crate) struct WireAck {
     original_enqueued_at: Option<SystemTime>,
     #[serde(deserialize_with = "de_time")]
     dedup_expires_at: Option<SystemTime>,
+    replaced: bool,
 }
 
 impl From<WireAck> for EnqueueAck {
@@ -274,6 +275,7 @@ impl From<WireAck> for EnqueueAck {
             payload_mismatch: w.payload_mismatch,
             original_enqueued_at: w.original_enqueued_at,
             dedup_expires_at: w.dedup_expires_at,
+            replaced: w.replaced,
         }
     }
 }

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -87,5 +89,30 @@ func testDebounce(t *testing.T, s store.Store) {
 	}
 	if got := reserve(t, s, t0.Add(25*time.Second), 1, "digest"); len(got) != 1 || !bytes.Equal(got[0].Job.Payload, []byte(`{"n":2}`)) {
 		t.Fatalf("at the longest wait: %+v", got)
+	}
+}
+
+// testReplaceInAtomicBatch: an atomic batch whose hit replaces a waiting
+// job writes the replacement with the rest; one that fails writes neither.
+func testReplaceInAtomicBatch(t *testing.T, s store.Store) {
+	first := enqueueOne(t, s, t0, replacing("d-4", `{"n":1}`, 0))
+	res, err := s.EnqueueBatch(context.Background(), &store.EnqueueBatchParams{Atomic: true, Now: t0.Add(time.Second),
+		Jobs: []store.EnqueueJob{replacing("d-4", `{"n":2}`, 0), replacing("d-5", `{"n":1}`, 0)}})
+	if err != nil || !res[0].Replaced || res[0].JobID != first.JobID || res[1].Deduplicated {
+		t.Fatalf("atomic batch with a replacing hit: %+v %v", res, err)
+	}
+	if j := getJob(t, s, first.JobID); !bytes.Equal(j.Payload, []byte(`{"n":2}`)) {
+		t.Fatalf("after the atomic batch: %s", j.Payload)
+	}
+	bad := rejecting("digest", "d-6")
+	enqueueOne(t, s, t0.Add(2*time.Second), bad)
+	_, err = s.EnqueueBatch(context.Background(), &store.EnqueueBatchParams{Atomic: true, Now: t0.Add(3 * time.Second),
+		Jobs: []store.EnqueueJob{replacing("d-4", `{"n":3}`, 0), bad}})
+	var je *store.JobError
+	if !errors.As(err, &je) || je.Index != 1 {
+		t.Fatalf("failing atomic batch: %v, want a JobError at index 1", err)
+	}
+	if j := getJob(t, s, first.JobID); !bytes.Equal(j.Payload, []byte(`{"n":2}`)) {
+		t.Fatalf("a failed atomic batch replaced the job: %s", j.Payload)
 	}
 }

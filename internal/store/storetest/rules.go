@@ -94,7 +94,7 @@ func testRuleInBatches(t *testing.T, s store.Store) {
 // testRuleConcurrent: concurrent enqueues with different keys and one rule
 // key make exactly one job.
 func testRuleConcurrent(t *testing.T, s store.Store) {
-	const n = 32
+	const n = 64
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	created, refused := 0, 0

@@ -51,6 +51,7 @@ func Run(t *testing.T, open Opener) {
 		{"RejectDuplicateInBatches", testRejectDuplicateInBatches},
 		{"ReplaceWaitingJob", testReplaceWaitingJob},
 		{"ReplaceInBatch", testReplaceInBatch},
+		{"ReplaceInAtomicBatch", testReplaceInAtomicBatch},
 		{"Debounce", testDebounce},
 		{"RuleRefusesWithinWindow", testRuleRefusesWithinWindow},
 		{"RuleInBatches", testRuleInBatches},

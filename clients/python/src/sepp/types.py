@@ -133,6 +133,9 @@ class Ack:
         original_enqueued_at: on a hit, when the original was enqueued.
         dedup_expires_at: for keyed enqueues, when the key stops being
             honoured.
+        replaced: on a hit on a queue with ``on_duplicate = "replace"`` or
+            ``"debounce"``, the waiting original took this request's
+            payload, headers, priority and run-at.
     """
 
     job_id: str
@@ -140,6 +143,7 @@ class Ack:
     payload_mismatch: bool = False
     original_enqueued_at: Optional[datetime] = None
     dedup_expires_at: Optional[datetime] = None
+    replaced: bool = False
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Ack":
@@ -150,6 +154,7 @@ class Ack:
             payload_mismatch=bool(d.get("payloadMismatch", False)),
             original_enqueued_at=_wire.parse_timestamp(d.get("originalEnqueuedAt")),
             dedup_expires_at=_wire.parse_timestamp(d.get("dedupExpiresAt")),
+            replaced=bool(d.get("replaced", False)),
         )
 
 
