@@ -133,6 +133,9 @@ type KeyLookup struct {
 	State JobState `json:"state,omitempty"`
 	// Result is the job's result, if it completed with one.
 	Result []byte `json:"result,omitempty"`
+	// Policy is the queue's dedup policy where it is not the default, such
+	// as `on_duplicate=reject`; empty for the default.
+	Policy string `json:"policy,omitempty"`
 }
 
 // LookupIdempotencyKey answers "was this already enqueued, and what became of
@@ -155,6 +158,7 @@ func (c *Client) LookupIdempotencyKey(ctx context.Context, queue, key string) (*
 	l.Hits = res.GetHits()
 	l.State = stateFromProto(res.GetState())
 	l.Result = res.GetResult()
+	l.Policy = res.GetPolicy()
 	return l, nil
 }
 

@@ -99,7 +99,7 @@ func TestKeyFields(t *testing.T) {
 		t.Fatalf("DeriveKey: %q %v", key, err)
 	}
 	l, err := c.LookupIdempotencyKey(ctx, "transfers", key)
-	if err != nil || !l.Found || l.JobID != first.JobID {
+	if err != nil || !l.Found || l.JobID != first.JobID || l.Policy != `require_key=true key_fields=["/account","/amount"]` {
 		t.Fatalf("lookup of the derived key: %+v %v", l, err)
 	}
 	// Another note, fields in another order: the same key, a hit.

@@ -256,6 +256,9 @@ func runKeyLookup(args []string, stdout, stderr io.Writer) error {
 		if len(l.Result) > 0 {
 			rows = append(rows, row{"result", fmt.Sprintf("%d bytes", len(l.Result))})
 		}
+		if l.Policy != "" {
+			rows = append(rows, row{"policy", l.Policy})
+		}
 	}
 	return cf.output(stdout, l, rows)
 }

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -386,4 +389,43 @@ func (c *Config) Validate() error {
 	}
 	c.buildIndex()
 	return nil
+}
+
+// DedupPolicy describes q's dedup policy where it differs from the default,
+// in the config's own words ("" when it does not): what a key lookup shows
+// as the policy that decides the queue's enqueues.
+func (q QueueConfig) DedupPolicy() string {
+	var parts []string
+	add := func(k string, v any) {
+		b, _ := json.Marshal(v)
+		parts = append(parts, k+"="+string(b))
+	}
+	if q.OnDuplicate != "" && q.OnDuplicate != OnDuplicateReturnOriginal {
+		parts = append(parts, "on_duplicate="+string(q.OnDuplicate))
+		if q.OnDuplicate == OnDuplicateDebounce {
+			parts = append(parts, fmt.Sprintf("debounce_ms=%d", q.DebounceMs))
+			if q.DebounceMaxWaitMs > 0 {
+				parts = append(parts, fmt.Sprintf("debounce_max_wait_ms=%d", q.DebounceMaxWaitMs))
+			}
+		}
+	}
+	if q.KeyReuse == KeyReuseRejectMismatch {
+		parts = append(parts, "key_reuse="+string(q.KeyReuse))
+	}
+	if q.RequireKey {
+		parts = append(parts, "require_key=true")
+	}
+	if len(q.KeyFields) > 0 {
+		add("key_fields", q.KeyFields)
+	}
+	if q.DedupByContent {
+		parts = append(parts, "dedup_by_content=true")
+	}
+	if len(q.ReleaseKeyOn) > 0 {
+		add("release_key_on", q.ReleaseKeyOn)
+	}
+	for _, r := range q.Rules {
+		add("rule", map[string]any{"name": r.Name, "key_fields": r.KeyFields, "window_ms": r.WindowMs})
+	}
+	return strings.Join(parts, " ")
 }

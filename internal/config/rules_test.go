@@ -75,3 +75,29 @@ func TestOnDuplicateModes(t *testing.T) {
 		})
 	}
 }
+
+func TestDedupPolicy(t *testing.T) {
+	c, err := Parse("sepp.toml", []byte(`
+[[queues]]
+name = "payments"
+on_duplicate = "debounce"
+debounce_ms = 5000
+key_reuse = "reject_mismatch"
+release_key_on = ["dead"]
+
+[[queues.rules]]
+name = "same"
+key_fields = ["/a"]
+window_ms = 1000
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `on_duplicate=debounce debounce_ms=5000 key_reuse=reject_mismatch release_key_on=["dead"] rule={"key_fields":["/a"],"name":"same","window_ms":1000}`
+	if got := c.Queue("payments").DedupPolicy(); got != want {
+		t.Fatalf("policy %q, want %q", got, want)
+	}
+	if got := c.Queue("other").DedupPolicy(); got != "" {
+		t.Fatalf("default queue's policy %q, want empty", got)
+	}
+}

@@ -137,9 +137,13 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 		}
 		s.metrics.enqueues.WithLabelValues(job.Queue, "deduplicated").Inc()
 		s.metrics.dedupHits.WithLabelValues(job.Queue).Inc()
-		s.log.LogAttrs(context.Background(), slog.LevelInfo, "dedup hit",
-			slog.String("queue", job.Queue), slog.String("idempotency_key", *job.IdempotencyKey),
-			slog.String("job_id", formatJobID(r.JobID)), slog.Bool("payload_mismatch", r.PayloadMismatch))
+		attrs := []slog.Attr{slog.String("queue", job.Queue), slog.String("idempotency_key", *job.IdempotencyKey),
+			slog.String("job_id", formatJobID(r.JobID)), slog.String("request_job_type", job.JobType),
+			slog.Bool("payload_mismatch", r.PayloadMismatch)}
+		if r.Replaced {
+			attrs = append(attrs, slog.Bool("replaced", true))
+		}
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "dedup hit", attrs...)
 	default:
 		s.metrics.enqueues.WithLabelValues(job.Queue, "created").Inc()
 		if job.RunAt.IsZero() {

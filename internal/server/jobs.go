@@ -54,6 +54,7 @@ func (j *jobService) LookupIdempotencyKey(ctx context.Context, req *seppv1.Looku
 		Hits:            l.Record.Hits,
 		State:           seppv1.JobState(l.JobState),
 		Result:          l.Result,
+		Policy:          j.s.cfg.Queue(req.GetQueue()).DedupPolicy(),
 	}, nil
 }
 

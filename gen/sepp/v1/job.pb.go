@@ -943,7 +943,11 @@ type LookupIdempotencyKeyResponse struct {
 	// The job's current state, or JOB_STATE_DELETED when the job is gone.
 	State JobState `protobuf:"varint,6,opt,name=state,proto3,enum=sepp.v1.JobState" json:"state,omitempty"`
 	// The job's result, if it completed with one.
-	Result        []byte `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	Result []byte `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	// The queue's dedup policy as it decides now, when it is not the
+	// default, e.g. `on_duplicate=reject key_fields=["/account","/amount"]`;
+	// empty for a queue with the default policy.
+	Policy        string `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1025,6 +1029,13 @@ func (x *LookupIdempotencyKeyResponse) GetResult() []byte {
 		return x.Result
 	}
 	return nil
+}
+
+func (x *LookupIdempotencyKeyResponse) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
 }
 
 type ReleaseIdempotencyKeyRequest struct {
@@ -1208,7 +1219,7 @@ const file_sepp_v1_job_proto_rawDesc = "" +
 	"\x03job\x18\x01 \x01(\v2\f.sepp.v1.JobR\x03job\"\\\n" +
 	"\x1bLookupIdempotencyKeyRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12'\n" +
-	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"\xa3\x02\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"\xbb\x02\n" +
 	"\x1cLookupIdempotencyKeyResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12F\n" +
@@ -1217,7 +1228,8 @@ const file_sepp_v1_job_proto_rawDesc = "" +
 	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x12\n" +
 	"\x04hits\x18\x05 \x01(\x03R\x04hits\x12'\n" +
 	"\x05state\x18\x06 \x01(\x0e2\x11.sepp.v1.JobStateR\x05state\x12\x16\n" +
-	"\x06result\x18\a \x01(\fR\x06result\"]\n" +
+	"\x06result\x18\a \x01(\fR\x06result\x12\x16\n" +
+	"\x06policy\x18\b \x01(\tR\x06policy\"]\n" +
 	"\x1cReleaseIdempotencyKeyRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12'\n" +
 	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"R\n" +
