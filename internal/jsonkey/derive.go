@@ -15,6 +15,21 @@ type FieldError struct {
 	// Reason says what is wrong and what to do, in a sentence without the
 	// pointer.
 	Reason string
+	// Problem is the part of Reason that says what is wrong, without the
+	// advice about the queue's key_fields (a uniqueness rule's caller gives
+	// its own); Reason itself when there is no such advice.
+	Problem string
+}
+
+// keyFieldsError is a FieldError whose Reason is problem followed by the
+// advice of a queue that derives its key from key_fields.
+func keyFieldsError(pointer, problem, advice string) *FieldError {
+	return &FieldError{Pointer: pointer, Problem: problem, Reason: problem + "; " + advice}
+}
+
+// plainError is a FieldError with no key_fields advice to tell apart.
+func plainError(pointer, reason string) *FieldError {
+	return &FieldError{Pointer: pointer, Reason: reason, Problem: reason}
 }
 
 func (e *FieldError) Error() string {
@@ -38,31 +53,31 @@ func (e *FieldError) Error() string {
 // *FieldError.
 func Derive(payload []byte, pointers []string) (string, error) {
 	if len(pointers) == 0 {
-		return "", &FieldError{Reason: "no key_fields to derive an idempotency key from; list JSON pointers like [\"/account\", \"/amount\"]"}
+		return "", plainError("", "no key_fields to derive an idempotency key from; list JSON pointers like [\"/account\", \"/amount\"]")
 	}
 	// Pointers are checked before the payload: a bad pointer is the
 	// configuration's fault, whatever the job carries.
 	for _, p := range pointers {
 		if err := CheckPointer(p); err != nil {
-			return "", &FieldError{Pointer: p, Reason: "is not a JSON pointer (RFC 6901): " + err.Error() + "; write it like \"/account\" or \"/order/id\""}
+			return "", plainError(p, "is not a JSON pointer (RFC 6901): "+err.Error()+"; write it like \"/account\" or \"/order/id\"")
 		}
 	}
 	advice := "the queue derives its idempotency key from key_fields " + quoteList(pointers)
 	if len(payload) == 0 {
-		return "", &FieldError{Reason: "is empty, not a JSON object; " + advice + ", so every job needs a JSON object payload holding them, or an explicit key"}
+		return "", keyFieldsError("", "is empty, not a JSON object", advice+", so every job needs a JSON object payload holding them, or an explicit key")
 	}
 	doc, err := parse(payload)
 	if err != nil {
-		return "", &FieldError{Reason: "is not valid JSON (I-JSON, RFC 7493): " + err.Error() + "; " + advice + ", so every job needs a JSON object payload holding them, or an explicit key"}
+		return "", keyFieldsError("", "is not valid JSON (I-JSON, RFC 7493): "+err.Error(), advice+", so every job needs a JSON object payload holding them, or an explicit key")
 	}
 	if doc.kind != kindObject {
-		return "", &FieldError{Reason: "is " + doc.kind.String() + ", not a JSON object; " + advice + ", so every job needs a JSON object payload holding them, or an explicit key"}
+		return "", keyFieldsError("", "is "+doc.kind.String()+", not a JSON object", advice+", so every job needs a JSON object payload holding them, or an explicit key")
 	}
 	b := []byte{'['}
 	for i, p := range pointers {
 		v, why := resolve(&doc, p)
 		if why != "" {
-			return "", &FieldError{Pointer: p, Reason: why + "; " + advice + ", so every job needs them, or send an explicit key"}
+			return "", keyFieldsError(p, why, advice+", so every job needs them, or send an explicit key")
 		}
 		if i > 0 {
 			b = append(b, ',')
@@ -70,9 +85,9 @@ func Derive(payload []byte, pointers []string) (string, error) {
 		if b, err = appendCanonical(b, v); err != nil {
 			var nf *errNotFinite
 			if errors.As(err, &nf) {
-				return "", &FieldError{Pointer: p, Reason: nf.Error() + "; send a number within ±1.7976931348623157e308 (or the value as a string), or an explicit key"}
+				return "", plainError(p, nf.Error()+"; send a number within ±1.7976931348623157e308 (or the value as a string), or an explicit key")
 			}
-			return "", &FieldError{Pointer: p, Reason: err.Error()}
+			return "", plainError(p, err.Error())
 		}
 	}
 	return string(append(b, ']')), nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -303,7 +302,7 @@ func deriveKey(payload []byte, fields []string, rule string) (string, *apiError)
 		e = newError(connect.CodeInvalidArgument, ReasonInvalidField, "%v", err)
 	} else {
 		// jsonkey's advice speaks of the queue's key; say the rule's.
-		what, _, _ := strings.Cut(fe.Reason, "; the queue derives its idempotency key")
+		what := fe.Problem
 		field := "payload"
 		if fe.Pointer != "" {
 			field = fmt.Sprintf("field %q", fe.Pointer)
