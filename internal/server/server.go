@@ -162,7 +162,21 @@ func New(opts Options) (*Server, error) {
 	if err := s.mountWebhooks(mux, jobs); err != nil { // [[webhooks]], webhook.go
 		return nil, err
 	}
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	// The HTTP server takes HTTP/1.1 and the HTTP/2 connections whose first
+	// request is not a gRPC call (PrefaceSplitter); a gRPC call on such a
+	// connection goes to the gRPC server all the same.
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 && isGRPCContentType(r.Header.Get("Content-Type")) {
+			s.grpc.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	s.http = &http.Server{Handler: handler, Protocols: protocols, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	return s, nil
 }
 

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // http2Preface is the client connection preface every HTTP/2 connection
@@ -15,9 +18,21 @@ import (
 const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // PrefaceSplitter splits one net.Listener in two by sniffing the first bytes
-// of every accepted connection: connections that open with the HTTP/2 client
-// preface are handed to [PrefaceSplitter.HTTP2], every other connection
-// (in practice HTTP/1.x) to [PrefaceSplitter.Other].
+// of every accepted connection: HTTP/2 connections whose first request is a
+// gRPC call are handed to [PrefaceSplitter.HTTP2], every other connection
+// (HTTP/1.x, and HTTP/2 connections whose first request is anything else:
+// Connect, gRPC-Web, a webhook, /metrics) to [PrefaceSplitter.Other], whose
+// server must therefore speak HTTP/2 with prior knowledge too.
+//
+// To see an HTTP/2 connection's first request the splitter sends the
+// server's connection preface (an empty SETTINGS frame) itself, since gRPC
+// clients wait for it before they send a request, and reads the client's
+// frames up to its first HEADERS. The client's acknowledgement of that
+// SETTINGS frame is dropped, so the server behind the child listener sees
+// an ordinary connection; the server's own SETTINGS frame, sent once it
+// starts, is a second SETTINGS frame, which HTTP/2 allows at any time. An
+// HTTP/2 connection that sends a PING, or no request within the sniff
+// timeout, is an idle gRPC channel in practice and goes to HTTP2.
 //
 // The sniffed bytes are not lost: the connection handed on replays them
 // before reading from the socket again, so the server behind each child
@@ -106,12 +121,148 @@ func (s *PrefaceSplitter) dispatch(c net.Conn) {
 		c.Close()
 		return
 	}
-	wc := &replayConn{Conn: c, prefix: prefix}
-	if isH2 {
-		s.h2.deliver(wc)
-	} else {
-		s.other.deliver(wc)
+	if !isH2 {
+		s.other.deliver(&replayConn{Conn: c, prefix: prefix})
+		return
 	}
+	frames, grpc, acked, err := firstRequest(c, s.timeout)
+	if err != nil {
+		c.Close()
+		return
+	}
+	wc := &replayConn{Conn: c, prefix: append(prefix, frames...)}
+	if grpc {
+		s.h2.deliver(wc)
+		return
+	}
+	if acked {
+		s.other.deliver(wc)
+		return
+	}
+	// The preface is not a frame: it goes first, then frames are parsed.
+	s.other.deliver(&ackDropConn{replayConn: &replayConn{Conn: c, prefix: frames}, pending: prefix})
+}
+
+// settingsFrame is an empty SETTINGS frame: the server's connection preface
+// with every setting at its default (RFC 9113, sections 3.4 and 6.5).
+var settingsFrame = []byte{0, 0, 0, byte(http2.FrameSettings), 0, 0, 0, 0, 0}
+
+// maxSniffFrames bounds the bytes the splitter reads from an HTTP/2
+// connection while it waits for the first request.
+const maxSniffFrames = 64 << 10
+
+// firstRequest sends the server preface on c and reads c's frames up to the
+// first HEADERS, returning the bytes read less the acknowledgement of that
+// preface (acked reports whether it was among them) and whether the request
+// is a gRPC call (content-type application/grpc or application/grpc+…, but
+// not gRPC-Web). A PING, or nothing within timeout, counts as gRPC.
+func firstRequest(c net.Conn, timeout time.Duration) (frames []byte, grpc, acked bool, err error) {
+	if _, err := c.Write(settingsFrame); err != nil {
+		return nil, false, false, err
+	}
+	if err := c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return nil, false, false, err
+	}
+	defer c.SetReadDeadline(time.Time{})
+	rec := &recorder{r: c, limit: maxSniffFrames}
+	fr := http2.NewFramer(nil, rec)
+	fr.SetMaxReadFrameSize(16 << 10) // the default, which the empty SETTINGS keeps
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.MaxHeaderListSize = maxSniffFrames
+	for {
+		start := len(rec.buf)
+		f, err := fr.ReadFrame()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return rec.buf, true, acked, nil // an idle channel
+			}
+			return nil, false, false, err
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if f.IsAck() && !acked {
+				rec.buf = rec.buf[:start] // ours: the server behind never sent it
+				acked = true
+			}
+		case *http2.PingFrame:
+			return rec.buf, true, acked, nil
+		case *http2.MetaHeadersFrame:
+			ct := ""
+			for _, h := range f.Fields {
+				if h.Name == "content-type" {
+					ct = h.Value
+				}
+			}
+			return rec.buf, isGRPCContentType(ct), acked, nil
+		}
+	}
+}
+
+// isGRPCContentType reports whether ct names the gRPC protocol over HTTP/2
+// (application/grpc, application/grpc+proto, application/grpc;…), which
+// gRPC-Web's application/grpc-web… does not.
+func isGRPCContentType(ct string) bool {
+	rest, ok := strings.CutPrefix(ct, "application/grpc")
+	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
+}
+
+// recorder is an io.Reader over r that keeps every byte it returns, up to
+// limit.
+type recorder struct {
+	r     io.Reader
+	buf   []byte
+	limit int
+}
+
+var errSniffTooLong = errors.New("splitter: no request in the first 64 KiB of an HTTP/2 connection")
+
+func (r *recorder) Read(p []byte) (int, error) {
+	if len(r.buf) >= r.limit {
+		return 0, errSniffTooLong
+	}
+	p = p[:min(len(p), r.limit-len(r.buf))]
+	n, err := r.r.Read(p)
+	r.buf = append(r.buf, p[:n]...)
+	return n, err
+}
+
+// ackDropConn is a replayConn that removes the first SETTINGS
+// acknowledgement from the frames it reads, for an HTTP/2 connection whose
+// client had not yet acknowledged the splitter's SETTINGS when its first
+// request arrived. It passes every other frame through unchanged, and all
+// bytes after that one.
+type ackDropConn struct {
+	*replayConn
+	dropped bool
+	head    [9]byte // the header of the frame being passed through
+	pending []byte  // what of head is still to be returned
+	body    int     // bytes of that frame's payload still to be returned
+}
+
+func (c *ackDropConn) Read(p []byte) (int, error) {
+	for !c.dropped {
+		switch {
+		case len(c.pending) > 0:
+			n := copy(p, c.pending)
+			c.pending = c.pending[n:]
+			return n, nil
+		case c.body > 0:
+			n, err := c.replayConn.Read(p[:min(len(p), c.body)])
+			c.body -= n
+			return n, err
+		}
+		if _, err := io.ReadFull(c.replayConn, c.head[:]); err != nil {
+			return 0, err
+		}
+		length := int(c.head[0])<<16 | int(c.head[1])<<8 | int(c.head[2])
+		if http2.FrameType(c.head[3]) == http2.FrameSettings && http2.Flags(c.head[4]).Has(http2.FlagSettingsAck) && length == 0 {
+			c.dropped = true
+			break
+		}
+		c.pending, c.body = c.head[:], length
+	}
+	return c.replayConn.Read(p)
 }
 
 // sniff reads from c until it can tell whether c starts with the HTTP/2

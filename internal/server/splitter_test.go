@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // startSplitter returns a running splitter on a loopback port.
@@ -43,7 +47,9 @@ func acceptAndRead(t *testing.T, l net.Listener, n int) string {
 }
 
 func TestPrefaceSplitterRoutesHTTP2(t *testing.T) {
-	sp := startSplitter(t, 5*time.Second)
+	// No request follows: after the timeout the connection counts as an
+	// idle gRPC channel.
+	sp := startSplitter(t, 300*time.Millisecond)
 	c, err := net.Dial("tcp", sp.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -120,5 +126,100 @@ func TestPrefaceSplitterCloseUnblocksAccept(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// h2Frames is what a client sends on a new HTTP/2 connection: the preface,
+// then frames written by build.
+func h2Frames(t *testing.T, build func(fr *http2.Framer)) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	b.WriteString(http2Preface)
+	build(http2.NewFramer(&b, nil))
+	return b.Bytes()
+}
+
+// headersFrame writes a HEADERS frame opening stream 1 with content type ct.
+func headersFrame(t *testing.T, fr *http2.Framer, ct string) {
+	t.Helper()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/x"}, {":authority", "a"}, {"content-type", ct}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPrefaceSplitterRoutesHTTP2ByFirstRequest: an HTTP/2 connection goes to
+// the gRPC side when its first request is gRPC (or it pings, or says nothing),
+// to the other side otherwise; the splitter's SETTINGS frame comes first, and
+// the client's acknowledgement of it never reaches the server behind, whether
+// it came before the first request or after.
+func TestPrefaceSplitterRoutesHTTP2ByFirstRequest(t *testing.T) {
+	settings := func(fr *http2.Framer) {
+		fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	}
+	ack := func(fr *http2.Framer) { fr.WriteSettingsAck() }
+	ping := func(fr *http2.Framer) { fr.WritePing(false, [8]byte{1}) }
+	cases := []struct {
+		name     string
+		first    func(fr *http2.Framer) // sent before reading the splitter's SETTINGS
+		after    func(fr *http2.Framer) // sent after
+		grpc     bool
+		want     func(fr *http2.Framer) // what the server behind reads
+		wantLate func(fr *http2.Framer) // and then, sent after
+	}{
+		{"grpc after ack", settings, func(fr *http2.Framer) { ack(fr); headersFrame(t, fr, "application/grpc") }, true,
+			func(fr *http2.Framer) { settings(fr); headersFrame(t, fr, "application/grpc") }, nil},
+		{"grpc+proto", func(fr *http2.Framer) { settings(fr); headersFrame(t, fr, "application/grpc+proto") }, ack, true,
+			func(fr *http2.Framer) { settings(fr); headersFrame(t, fr, "application/grpc+proto") }, ack},
+		{"ping first", func(fr *http2.Framer) { settings(fr); ping(fr) }, nil, true,
+			func(fr *http2.Framer) { settings(fr); ping(fr) }, nil},
+		{"json, ack first", settings, func(fr *http2.Framer) { ack(fr); headersFrame(t, fr, "application/json") }, false,
+			func(fr *http2.Framer) { settings(fr); headersFrame(t, fr, "application/json") }, nil},
+		{"grpc-web, ack late", func(fr *http2.Framer) { settings(fr); headersFrame(t, fr, "application/grpc-web+proto") },
+			func(fr *http2.Framer) { ping(fr); ack(fr); ping(fr) }, false,
+			func(fr *http2.Framer) { settings(fr); headersFrame(t, fr, "application/grpc-web+proto") },
+			func(fr *http2.Framer) { ping(fr); ping(fr) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := startSplitter(t, 5*time.Second)
+			c, err := net.Dial("tcp", sp.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Write(h2Frames(t, tc.first)); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, len(settingsFrame))
+			if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, settingsFrame) {
+				t.Fatalf("the splitter's first bytes: %x %v, want an empty SETTINGS frame", got, err)
+			}
+			if tc.after != nil {
+				var b bytes.Buffer
+				tc.after(http2.NewFramer(&b, nil))
+				if _, err := c.Write(b.Bytes()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := h2Frames(t, tc.want)
+			if tc.wantLate != nil {
+				var b bytes.Buffer
+				tc.wantLate(http2.NewFramer(&b, nil))
+				want = append(want, b.Bytes()...)
+			}
+			side := sp.Other()
+			if tc.grpc {
+				side = sp.HTTP2()
+			}
+			if got := acceptAndRead(t, side, len(want)); got != string(want) {
+				t.Fatalf("the server behind read\n%x\nwant\n%x", got, want)
+			}
+		})
 	}
 }
