@@ -108,13 +108,14 @@ func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics) (stor
 	switch cfg.Storage.Backend {
 	case config.BackendEmbedded:
 		abs := absPath(cfg.Storage.Path)
-		st, err := pebble.Open(ctx, pebble.Options{Path: cfg.Storage.Path, OnCommit: m.ObserveCommit})
+		st, err := pebble.Open(ctx, pebble.Options{Path: cfg.Storage.Path, OnCommit: m.ObserveCommit, OnKeyReleased: m.ObserveKeyReleased})
 		if err != nil {
 			return nil, "", "", fmt.Errorf("open the embedded store in %s: %w", abs, err)
 		}
 		return st, "pebble", abs, nil
 	case config.BackendPostgres:
-		st, err := postgres.Open(ctx, postgres.Options{URL: cfg.Storage.URL, MaxConns: int32(cfg.Storage.PoolSize), OnCommit: m.ObserveCommit})
+		st, err := postgres.Open(ctx, postgres.Options{URL: cfg.Storage.URL, MaxConns: int32(cfg.Storage.PoolSize),
+			OnCommit: m.ObserveCommit, OnKeyReleased: m.ObserveKeyReleased})
 		if err != nil {
 			return nil, "", "", fmt.Errorf("open the postgres store (storage.url or SEPP_STORAGE_URL): %w", err)
 		}

@@ -17,7 +17,9 @@ type Metrics struct {
 	enqueues  *prometheus.CounterVec
 	dedupHits *prometheus.CounterVec
 	// dedupOutcomes counts each keyed or ruled enqueue by what its dedup
-	// policy decided.
+	// policy decided, and (outcome released) each dedup record the store
+	// deleted because its job reached a final state its release_key_on
+	// names (ObserveKeyReleased).
 	dedupOutcomes *prometheus.CounterVec
 	reserved      prometheus.Counter
 	completions   *prometheus.CounterVec
@@ -48,7 +50,7 @@ func NewMetrics() *Metrics {
 		}, []string{"queue"}),
 		dedupOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sepp_dedup_outcomes_total",
-			Help: "Enqueues with a key or a uniqueness rule, by what the queue's dedup policy decided: created, hit, mismatch (a hit with another payload), rejected (DUPLICATE_JOB, IDEMPOTENCY_KEY_CONFLICT), replaced, debounced, rule_violated.",
+			Help: "Enqueues with a key or a uniqueness rule, by what the queue's dedup policy decided: created, hit, mismatch (a hit with another payload), rejected (DUPLICATE_JOB, IDEMPOTENCY_KEY_CONFLICT), replaced, debounced, rule_violated; and released: dedup records deleted because their job reached a final state the queue's release_key_on names.",
 		}, []string{"queue", "outcome"}),
 		reserved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sepp_jobs_reserved_total",
@@ -114,6 +116,13 @@ func (m *Metrics) ObserveCommit(ops, jobs int, d time.Duration) {
 	if jobs > 0 {
 		m.commitJobs.Observe(float64(jobs))
 	}
+}
+
+// ObserveKeyReleased records that the store committed the deletion of n
+// dedup records of queue because their jobs reached a final state their
+// release_key_on names: sepp_dedup_outcomes_total{outcome="released"}.
+func (m *Metrics) ObserveKeyReleased(queue string, n int) {
+	m.dedupOutcomes.WithLabelValues(queue, "released").Add(float64(n))
 }
 
 // jobsByState reports sepp_jobs{queue,state} and sepp_dedup_records{queue}

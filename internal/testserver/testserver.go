@@ -70,7 +70,10 @@ func Start(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatalf("testserver: config: %v", err)
 	}
-	st, err := pebble.Open(context.Background(), pebble.Options{Path: t.TempDir()})
+	// The store reports to the server's metrics as in sepp serve.
+	metrics := server.NewMetrics()
+	st, err := pebble.Open(context.Background(), pebble.Options{Path: t.TempDir(),
+		OnCommit: metrics.ObserveCommit, OnKeyReleased: metrics.ObserveKeyReleased})
 	if err != nil {
 		t.Fatalf("testserver: open store: %v", err)
 	}
@@ -81,7 +84,7 @@ func Start(t testing.TB, opts Options) *Server {
 		now = time.Now
 	}
 	srv, err := server.New(server.Options{
-		Config: cfg, Store: st, Now: now, SweepBatch: opts.SweepBatch,
+		Config: cfg, Store: st, Now: now, SweepBatch: opts.SweepBatch, Metrics: metrics,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

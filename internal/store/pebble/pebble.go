@@ -51,6 +51,11 @@ type Options struct {
 	// OnCommit, if set, is called by the writer after every group commit
 	// with the number of operations and jobs it carried and its duration.
 	OnCommit func(ops, jobs int, d time.Duration)
+	// OnKeyReleased, if set, is called by the syncer, once per queue, after
+	// a group commit that deleted n dedup records of queue because their
+	// jobs reached a final state their release_key_on names has synced; never
+	// for a group that failed.
+	OnKeyReleased func(queue string, n int)
 }
 
 // Store is the Pebble backend. Create it with Open.

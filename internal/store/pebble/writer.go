@@ -134,6 +134,9 @@ type inflight struct {
 	commit uint64   // the commit's number (b != nil)
 	count  ackCount // the acknowledged count once it has synced
 	start  time.Time
+	// released counts, by queue, the dedup records the group's batch
+	// deleted (releaseKey); nil when it deleted none.
+	released map[string]int
 }
 
 // commit applies group in one batch and hands it to the syncer. If the
@@ -199,6 +202,11 @@ func (s *Store) syncer() {
 		}
 		if s.opts.OnCommit != nil {
 			s.opts.OnCommit(len(f.group), jobs, time.Since(f.start))
+		}
+		if err == nil && f.b != nil && s.opts.OnKeyReleased != nil {
+			for queue, n := range f.released {
+				s.opts.OnKeyReleased(queue, n)
+			}
 		}
 		for _, op := range f.group {
 			if op.hits != nil { // not committed: dropped
@@ -278,6 +286,7 @@ func (s *Store) runGroup(ops []*writeOp) (inflight, error) {
 		}
 		s.acked = next
 		f.b, f.commit, keep = t.b, next.commits, true
+		f.released = t.released
 	}
 	f.count = s.acked
 	for prefix, k := range t.raised {
@@ -314,6 +323,9 @@ type tx struct {
 	// raised holds the cursors this group moves forward; they take effect
 	// only once the batch is committed.
 	raised map[string][]byte
+	// released counts, by queue, the dedup records releaseKey deleted in
+	// the batch; nil until it deletes one.
+	released map[string]int
 }
 
 func (t *tx) set(key, value []byte) error { return t.b.Set(key, value, nil) }

@@ -35,12 +35,19 @@ type Options struct {
 	// OnCommit, if set, is called after every enqueue transaction commits,
 	// with the jobs it carried and its duration (the same hook as SQLite's).
 	OnCommit func(ops, jobs int, d time.Duration)
+	// OnKeyReleased, if set, is called, once per queue, after a transaction
+	// that deleted n dedup records of queue because their jobs reached a
+	// final state their release_key_on names has committed (Complete, Fail,
+	// CancelJob, and the lease expiry of Reserve and Sweep); never for one
+	// that failed or rolled back.
+	OnKeyReleased func(queue string, n int)
 }
 
 // Store is the PostgreSQL backend. Create it with Open.
 type Store struct {
-	pool     *pgxpool.Pool
-	onCommit func(ops, jobs int, d time.Duration)
+	pool          *pgxpool.Pool
+	onCommit      func(ops, jobs int, d time.Duration)
+	onKeyReleased func(queue string, n int)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -77,7 +84,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("postgres: cannot reach the database at storage.url: %w", err)
 	}
-	s := &Store{pool: pool, onCommit: opts.OnCommit}
+	s := &Store{pool: pool, onCommit: opts.OnCommit, onKeyReleased: opts.OnKeyReleased}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, translate(ctx, err)

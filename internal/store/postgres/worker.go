@@ -20,10 +20,11 @@ import (
 // are announced inside tx, one pg_notify per queue, so that other nodes'
 // waiting Reserve calls hear of them at once: whichever transaction
 // releases a lease (a Sweep, or a Reserve of any queue) is the only one
-// that could.
-func expireLeases(ctx context.Context, tx pgx.Tx, now int64) (int64, error) {
+// that could. It returns the number of leases released and the queues of
+// the dedup records it deleted, one entry a record.
+func expireLeases(ctx context.Context, tx pgx.Tx, now int64) (int64, []string, error) {
 	var n int64
-	var queues []string
+	var queues, freed []string
 	// A job dead-lettered here releases its dedup record as releasing says.
 	err := tx.QueryRow(ctx, fmt.Sprintf(`WITH released AS (UPDATE sepp_jobs SET
   state = CASE WHEN attempts >= max_attempts THEN 5 ELSE 2 END,
@@ -33,13 +34,15 @@ func expireLeases(ctx context.Context, tx pgx.Tx, now int64) (int64, error) {
  WHERE state = 3 AND lease_expires_at <= $1
  RETURNING id, queue, state, idempotency_key, release_key_on),
  freed AS (DELETE FROM sepp_dedup d USING released r
-  WHERE r.state = 5 AND r.release_key_on & %d <> 0 AND d.queue = r.queue AND d.key = r.idempotency_key AND d.job_id = r.id)
-SELECT count(*), coalesce(array_agg(DISTINCT queue) FILTER (WHERE state = 2), '{}') FROM released`, store.ReleaseOnDead),
-		now, storerule.LeaseExpiredError).Scan(&n, &queues)
+  WHERE r.state = 5 AND r.release_key_on & %d <> 0 AND d.queue = r.queue AND d.key = r.idempotency_key AND d.job_id = r.id
+  RETURNING d.queue)
+SELECT count(*), coalesce(array_agg(DISTINCT queue) FILTER (WHERE state = 2), '{}'),
+ (SELECT coalesce(array_agg(queue), '{}') FROM freed) FROM released`, store.ReleaseOnDead),
+		now, storerule.LeaseExpiredError).Scan(&n, &queues, &freed)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return n, notifyJobs(ctx, tx, queues...)
+	return n, freed, notifyJobs(ctx, tx, queues...)
 }
 
 // Reserve implements store.Worker: FOR UPDATE SKIP LOCKED hands each job to
@@ -50,9 +53,11 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 	var token store.LeaseToken
 	rand.Read(token[:])
 	var out []store.ReservedJob
+	var freed []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		out = out[:0]
-		if _, err := expireLeases(ctx, tx, now); err != nil {
+		var err error
+		if _, freed, err = expireLeases(ctx, tx, now); err != nil {
 			return err
 		}
 		// One queue (the common case) is compared with =, so PostgreSQL
@@ -90,6 +95,7 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 	if err != nil {
 		return nil, translate(ctx, err)
 	}
+	s.keysReleased(freed)
 	// RETURNING gives no order: deliver best first.
 	slices.SortFunc(out, func(a, b store.ReservedJob) int {
 		return storerule.DeliveryOrder(a.Job.Priority, micros(a.Job.RunAt), a.Job.ID, b.Job.Priority, micros(b.Job.RunAt), b.Job.ID)
@@ -111,12 +117,16 @@ var (
 func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]store.CompleteResult, error) {
 	now := micros(p.Now)
 	out := make([]store.CompleteResult, len(p.Jobs))
+	var freed []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		freed = freed[:0]
 		for i, j := range p.Jobs {
 			var n int64
-			if err := tx.QueryRow(ctx, completeSQL, pgID(j.ID), j.LeaseToken[:], now, j.Result).Scan(&n); err != nil {
+			var f []string
+			if err := tx.QueryRow(ctx, completeSQL, pgID(j.ID), j.LeaseToken[:], now, j.Result).Scan(&n, &f); err != nil {
 				return err
 			}
+			freed = append(freed, f...)
 			out[i] = store.CompleteResult{}
 			if n > 0 {
 				continue
@@ -139,6 +149,7 @@ func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]store.
 	if err != nil {
 		return nil, translate(ctx, err)
 	}
+	s.keysReleased(freed)
 	return out, nil
 }
 
@@ -147,7 +158,9 @@ func (s *Store) Complete(ctx context.Context, p *store.CompleteParams) ([]store.
 func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResult, error) {
 	now := micros(p.Now)
 	res := &store.FailResult{}
+	var freed []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		freed = nil
 		var queue string
 		var attempts, maxAttempts int32
 		err := tx.QueryRow(ctx, `SELECT queue, attempts, max_attempts FROM sepp_jobs WHERE `+leaseHeld+` FOR UPDATE`,
@@ -162,7 +175,7 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 		if state == store.JobStateDead {
 			*res = store.FailResult{State: store.JobStateDead}
 			var n int64
-			return tx.QueryRow(ctx, deadSQL, pgID(p.ID), now, p.Error).Scan(&n)
+			return tx.QueryRow(ctx, deadSQL, pgID(p.ID), now, p.Error).Scan(&n, &freed)
 		}
 		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: fromMicros(runAt)}
 		if _, err := tx.Exec(ctx, `UPDATE sepp_jobs SET state = 1, run_at = $2, last_error = $3,
@@ -184,6 +197,7 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 		}
 		return nil, translate(ctx, err)
 	}
+	s.keysReleased(freed)
 	return res, nil
 }
 
