@@ -145,10 +145,14 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "dedup hit", attrs...)
 	default:
 		s.metrics.enqueues.WithLabelValues(job.Queue, "created").Inc()
-		if job.RunAt.IsZero() {
+		at := r.RunAt // the store's: a debounced job starts late
+		if at.IsZero() {
+			at = job.RunAt
+		}
+		if at.IsZero() {
 			s.wake.Notify(job.Queue)
 		} else {
-			s.wake.At(job.Queue, job.RunAt) // now, when run_at has passed
+			s.wake.At(job.Queue, at) // now, when its run-at has passed
 		}
 	}
 }

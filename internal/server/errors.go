@@ -95,6 +95,12 @@ func toAPIError(err error) *apiError {
 		if !errors.As(err, &de) {
 			break
 		}
+		if de.InBatch {
+			e := newError(connect.CodeAlreadyExists, ReasonDuplicateJob,
+				"jobs[%d] of this batch has the same idempotency key, and the queue rejects duplicates (on_duplicate = \"reject\"); the batch is atomic, so nothing of it was written: send each key once", de.Index)
+			e.metadata = map[string]string{"index": strconv.Itoa(de.Index)}
+			return e
+		}
 		e := newError(connect.CodeAlreadyExists, ReasonDuplicateJob,
 			"a job with this idempotency key already exists on this queue, %s, and the queue rejects duplicates (on_duplicate = \"reject\") until %s; the original stands: look the key up to see what became of it",
 			formatJobID(de.JobID), de.ExpiresAt.UTC().Format(time.RFC3339))
@@ -104,6 +110,12 @@ func toAPIError(err error) *apiError {
 		var re *store.RuleViolationError
 		if !errors.As(err, &re) {
 			break
+		}
+		if re.InBatch {
+			e := newError(connect.CodeFailedPrecondition, ReasonDedupRuleViolated,
+				"rule %q: jobs[%d] of this batch has the same values in the rule's fields; the batch is atomic, so nothing of it was written: send one job for them", re.Rule, re.Index)
+			e.metadata = map[string]string{"rule": re.Rule, "index": strconv.Itoa(re.Index)}
+			return e
 		}
 		frees := re.FreesAt.UTC().Format(time.RFC3339Nano)
 		e := newError(connect.CodeFailedPrecondition, ReasonDedupRuleViolated,

@@ -57,6 +57,10 @@ var ErrSchemaTooNew = errors.New("schema newer than this binary")
 type DuplicateJobError struct {
 	JobID     JobID     // the original job
 	ExpiresAt time.Time // when the record stops being honoured
+	// InBatch: the original is job Index of the same atomic batch, which
+	// failed whole, so JobID never came to exist.
+	InBatch bool
+	Index   int
 }
 
 func (e *DuplicateJobError) Error() string { return ErrDuplicateJob.Error() }
@@ -70,6 +74,10 @@ type RuleViolationError struct {
 	Rule    string    // the rule's name
 	JobID   JobID     // the job that holds the rule key
 	FreesAt time.Time // when the rule key is free again
+	// InBatch: the holder is job Index of the same atomic batch, which
+	// failed whole, so JobID never came to exist.
+	InBatch bool
+	Index   int
 }
 
 func (e *RuleViolationError) Error() string { return ErrDedupRuleViolated.Error() + ": " + e.Rule }

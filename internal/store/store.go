@@ -202,7 +202,7 @@ type EnqueueResult struct {
 	// ExpiresAt is when the dedup record stops being honoured (keyed jobs).
 	ExpiresAt time.Time
 	// Replaced: a hit that replaced the waiting original (Replace); RunAt
-	// is then its new run-at.
+	// is then its new run-at. For a created job RunAt is its run-at.
 	Replaced bool
 	RunAt    time.Time
 	// Err is set when this job was not enqueued (non-atomic batches only).

@@ -32,6 +32,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 	}
 	op.results = make([]store.EnqueueResult, len(jobs))
 	if err := s.submitOp(ctx, &writeOp{enqueue: op, done: make(chan struct{})}); err != nil {
+		storerule.NameBatchOriginal(err, jobs)
 		return nil, err
 	}
 	return op.results, nil

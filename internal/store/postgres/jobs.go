@@ -101,6 +101,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 	if err != nil {
 		var je *store.JobError
 		if errors.As(err, &je) {
+			storerule.NameBatchOriginal(je, jobs)
 			return nil, je
 		}
 		return nil, translate(ctx, err)
@@ -118,7 +119,58 @@ const claimKeySQL = `INSERT INTO sepp_dedup (queue, key, job_id, first_enqueued_
 // enqueueInTx decides with the rules of storerule: the claim (round 1) is
 // where a record at or past its expiry counts as absent; a live record is
 // judged by storerule.Hit.
+//
+// Each pass works on a copy of the jobs, so nothing of a pass that is undone
+// (or of a transaction retried after a deadlock) stays in them. A pass of a
+// non-atomic batch whose rule refusals changed what its other items saw (an
+// item was a hit on, or refused by, a job the batch then refused) is rolled
+// back to a savepoint taken at its start and run again without the items
+// refused for good; each pass removes at least one, so this ends.
 func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []storerule.Job, results []store.EnqueueResult) error {
+	todo := make([]int, len(jobs))
+	for i := range todo {
+		todo[i] = i
+	}
+	savepoint := !atomic && len(jobs) > 1 && slices.ContainsFunc(jobs, func(j storerule.Job) bool { return len(j.Rules) > 0 })
+	for {
+		pass := make([]storerule.Job, len(todo))
+		res := make([]store.EnqueueResult, len(todo))
+		for k, i := range todo {
+			pass[k] = jobs[i]
+		}
+		refused, err := enqueuePass(ctx, tx, atomic, savepoint, now, pass, res)
+		var je *store.JobError
+		if errors.As(err, &je) {
+			je.Index = todo[je.Index]
+		}
+		if err != nil {
+			return err
+		}
+		if refused == nil {
+			for k, i := range todo {
+				results[i] = res[k]
+			}
+			return nil
+		}
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT sepp_enqueue"); err != nil {
+			return err
+		}
+		keep := make([]int, 0, len(todo))
+		for k, i := range todo {
+			if refused[k] {
+				results[i] = res[k]
+			} else {
+				keep = append(keep, i)
+			}
+		}
+		todo = keep
+	}
+}
+
+// enqueuePass is one pass of enqueueInTx over jobs. When the pass must be
+// undone and run again it returns the items refused for good (refused) and
+// writes nothing further; results then holds their refusals.
+func enqueuePass(ctx context.Context, tx pgx.Tx, atomic, savepoint bool, now int64, jobs []storerule.Job, results []store.EnqueueResult) (refused []bool, err error) {
 	// Round 1: claim every key. The claims lock dedup rows, so they go in
 	// (queue, key) order: two batches with the same keys in other orders,
 	// on any nodes, then wait for each other instead of deadlocking. The
@@ -134,13 +186,23 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 		return cmp.Or(strings.Compare(jobs[a].Queue, jobs[b].Queue), strings.Compare(jobs[a].Key, jobs[b].Key))
 	})
 	claims := &pgx.Batch{}
+	if savepoint {
+		claims.Queue("SAVEPOINT sepp_enqueue")
+	}
 	for _, i := range order {
 		pj := &jobs[i]
 		claims.Queue(claimKeySQL, pj.Queue, []byte(pj.Key), pgID(pj.ID), now, now+pj.Window, pj.Fingerprint[:])
 	}
-	live := make([]bool, len(jobs)) // the key was live: a hit or a conflict
+	live := make([]bool, len(jobs))           // the key was live: a hit or a conflict
+	liveJob := make([]store.JobID, len(jobs)) // the job its record names
 	if claims.Len() > 0 {
 		br := tx.SendBatch(ctx, claims)
+		if savepoint {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return nil, err
+			}
+		}
 		for _, i := range order {
 			var got pgtype.UUID
 			err := br.QueryRow().Scan(&got)
@@ -149,11 +211,11 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 				live[i] = true
 			case err != nil:
 				br.Close()
-				return err
+				return nil, err
 			}
 		}
 		if err := br.Close(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// Round 2: read the live records, decide hits and conflicts.
@@ -181,14 +243,15 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 			var stored []byte
 			if err := br.QueryRow().Scan(&id, &rec.FirstEnqueuedAt, &rec.ExpiresAt, &stored); err != nil {
 				br.Close()
-				return err
+				return nil, err
 			}
 			rec.JobID = id.Bytes
+			liveJob[i] = rec.JobID
 			copy(rec.Fingerprint[:], stored)
 			r, err := storerule.Hit(&rec, &jobs[i])
 			if err != nil && atomic {
 				br.Close()
-				return &store.JobError{Index: i, Err: err}
+				return nil, &store.JobError{Index: i, Err: err}
 			}
 			results[i], results[i].Err = r, err
 			if err == nil {
@@ -199,22 +262,28 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 			}
 		}
 		if err := br.Close(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// Round 2a: hits that replace a waiting original (on_duplicate =
 	// "replace" or "debounce").
 	for _, rp := range replaces {
 		if err := replaceHit(ctx, tx, now, jobs, live, rp.i, &rp.rec, &results[rp.i]); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// Round 2b: the uniqueness rules of the jobs to create, claimed like
 	// keys, in job order, so an earlier job of the batch holds a rule key
 	// against a later one.
-	violated, err := claimRules(ctx, tx, atomic, now, jobs, live, results)
+	violated, holder, err := claimRules(ctx, tx, atomic, now, jobs, live, results)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if refused := voidRefusals(jobs, live, liveJob, violated, holder); refused != nil {
+		return refused, nil
+	}
+	if err := undoRefused(ctx, tx, jobs, violated); err != nil {
+		return nil, err
 	}
 	// Round 3: count the hits and copy the new jobs in.
 	var rows [][]any
@@ -235,22 +304,53 @@ func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []
 	}
 	if hits.Len() > 0 {
 		if err := tx.SendBatch(ctx, hits).Close(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if len(rows) > 0 {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"sepp_jobs"}, []string{"id", "queue", "job_type", "payload",
 			"idempotency_key", "priority", "run_at", "max_attempts", "headers", "state", "created_at", "release_key_on"},
 			pgx.CopyFromRows(rows)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for q := range created {
 		if err := notifyJobs(ctx, tx, q); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// voidRefusals reports whether a rule refusal of this pass changed what
+// other items saw: an item was a hit on (or a conflict with) a job the pass
+// refused, or was refused on a rule key that a refused job had claimed. If
+// so it returns the refusals that hold whatever the rest decides: those by
+// a record of another call, and those by a job of the batch that was not
+// refused itself (such a job is created in every later pass too). Otherwise
+// it returns nil.
+func voidRefusals(jobs []storerule.Job, live []bool, liveJob []store.JobID, violated []bool, holder []store.JobID) []bool {
+	if !slices.Contains(violated, true) {
+		return nil
+	}
+	refusedJob := map[store.JobID]bool{}
+	for i := range jobs {
+		if violated[i] {
+			refusedJob[jobs[i].ID] = true
+		}
+	}
+	void := false
+	for i := range jobs {
+		void = void || (live[i] && refusedJob[liveJob[i]]) || (violated[i] && refusedJob[holder[i]])
+	}
+	if !void {
+		return nil
+	}
+	final := make([]bool, len(jobs))
+	for i := range jobs {
+		final[i] = violated[i] && !refusedJob[holder[i]]
+	}
+	return final
 }
 
 // replaceHit gives the original job of the hit jobs[i] (record rec) the
@@ -307,11 +407,12 @@ func setFingerprint(ctx context.Context, tx pgx.Tx, j *storerule.Job) error {
 
 // claimRules claims the rule keys of the jobs that are not live (to be
 // created). A job whose rule key a live record holds is refused with a
-// *store.RuleViolationError (the whole call, if atomic), and the records it
-// claimed, its key's and its other rules', are deleted again in the same
-// transaction, so a refused enqueue writes nothing.
-func claimRules(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []storerule.Job, live []bool, results []store.EnqueueResult) ([]bool, error) {
-	violated := make([]bool, len(jobs))
+// *store.RuleViolationError (the whole call, if atomic); holder names the
+// job of that record. undoRefused then deletes what the refused jobs
+// claimed, so a refused enqueue writes nothing.
+func claimRules(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []storerule.Job, live []bool, results []store.EnqueueResult) (violated []bool, holder []store.JobID, err error) {
+	violated = make([]bool, len(jobs))
+	holder = make([]store.JobID, len(jobs))
 	type claim struct{ i, r int }
 	var claims []claim
 	b := &pgx.Batch{}
@@ -326,58 +427,75 @@ func claimRules(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []s
 		}
 	}
 	if b.Len() == 0 {
-		return violated, nil
+		return violated, holder, nil
 	}
-	held := make([]bool, len(claims)) // a live record holds the rule key
+	// A refused claim reads the record that holds the rule key, in the same
+	// batch.
 	br := tx.SendBatch(ctx, b)
-	for n := range claims {
+	var held []claim
+	for _, c := range claims {
 		var got pgtype.UUID
 		switch err := br.QueryRow().Scan(&got); {
 		case errors.Is(err, pgx.ErrNoRows):
-			held[n] = true
+			held = append(held, c)
 		case err != nil:
 			br.Close()
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := br.Close(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for n, c := range claims {
-		if !held[n] || violated[c.i] {
-			continue
-		}
+	if len(held) == 0 {
+		return violated, holder, nil
+	}
+	reads := &pgx.Batch{}
+	for _, c := range held {
 		rule := &jobs[c.i].Rules[c.r]
+		reads.Queue(`SELECT job_id, first_enqueued_at, expires_at FROM sepp_dedup WHERE queue = $1 AND key = $2`, rule.Queue, []byte(rule.Key))
+	}
+	br = tx.SendBatch(ctx, reads)
+	defer br.Close()
+	for _, c := range held { // in job order: a job's first refused rule decides
 		var id pgtype.UUID
 		var rec storerule.Record
-		if err := tx.QueryRow(ctx, `SELECT job_id, first_enqueued_at, expires_at FROM sepp_dedup WHERE queue = $1 AND key = $2`,
-			rule.Queue, []byte(rule.Key)).Scan(&id, &rec.FirstEnqueuedAt, &rec.ExpiresAt); err != nil {
-			return nil, err
+		if err := br.QueryRow().Scan(&id, &rec.FirstEnqueuedAt, &rec.ExpiresAt); err != nil {
+			return nil, nil, err
+		}
+		if violated[c.i] {
+			continue
 		}
 		rec.JobID = id.Bytes
-		verr := storerule.RuleViolated(rule.Name, &rec)
+		verr := storerule.RuleViolated(jobs[c.i].Rules[c.r].Name, &rec)
 		if atomic {
-			return nil, &store.JobError{Index: c.i, Err: verr}
+			return nil, nil, &store.JobError{Index: c.i, Err: verr}
 		}
-		violated[c.i] = true
+		violated[c.i], holder[c.i] = true, rec.JobID
 		results[c.i] = store.EnqueueResult{Err: verr}
-		// Undo what the refused job claimed.
-		undo := &pgx.Batch{}
-		const del = `DELETE FROM sepp_dedup WHERE queue = $1 AND key = $2 AND job_id = $3`
-		j := &jobs[c.i]
+	}
+	return violated, holder, br.Close()
+}
+
+// undoRefused deletes the records the refused jobs claimed, their keys' and
+// their rules', where the records still name them.
+func undoRefused(ctx context.Context, tx pgx.Tx, jobs []storerule.Job, violated []bool) error {
+	undo := &pgx.Batch{}
+	const del = `DELETE FROM sepp_dedup WHERE queue = $1 AND key = $2 AND job_id = $3`
+	for i, j := range jobs {
+		if !violated[i] {
+			continue
+		}
 		if j.Keyed {
 			undo.Queue(del, j.Queue, []byte(j.Key), pgID(j.ID))
 		}
-		for m, o := range claims {
-			if o.i == c.i && !held[m] {
-				undo.Queue(del, j.Rules[o.r].Queue, []byte(j.Rules[o.r].Key), pgID(j.ID))
-			}
-		}
-		if err := tx.SendBatch(ctx, undo).Close(); err != nil {
-			return nil, err
+		for _, r := range j.Rules {
+			undo.Queue(del, r.Queue, []byte(r.Key), pgID(j.ID))
 		}
 	}
-	return violated, nil
+	if undo.Len() == 0 {
+		return nil
+	}
+	return tx.SendBatch(ctx, undo).Close()
 }
 
 // GetJob implements store.Store.

@@ -1,6 +1,7 @@
 package storerule
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/sepp-dev/sepp/internal/store"
@@ -44,9 +45,36 @@ func Hit(r *Record, j *Job) (store.EnqueueResult, error) {
 	}, nil
 }
 
+// NameBatchOriginal points the refusal of an atomic batch (err, from
+// EnqueueBatch) at the job of the same batch that it names, if it names one:
+// the batch failed whole, so that job was never written, and an error
+// naming its id would send the caller after a job that does not exist.
+func NameBatchOriginal(err error, jobs []Job) {
+	var je *store.JobError
+	if !errors.As(err, &je) {
+		return
+	}
+	index := func(id store.JobID) (int, bool) {
+		for i := range jobs {
+			if jobs[i].ID == id {
+				return i, true
+			}
+		}
+		return 0, false
+	}
+	var de *store.DuplicateJobError
+	var re *store.RuleViolationError
+	switch {
+	case errors.As(je.Err, &de):
+		de.Index, de.InBatch = index(de.JobID)
+	case errors.As(je.Err, &re):
+		re.Index, re.InBatch = index(re.JobID)
+	}
+}
+
 // Created is the result of an enqueue of j, at now, that creates the job.
 func Created(j *Job, now int64) store.EnqueueResult {
-	r := store.EnqueueResult{JobID: j.ID}
+	r := store.EnqueueResult{JobID: j.ID, RunAt: FromMicros(j.RunAt)}
 	if j.Keyed {
 		r.OriginalEnqueuedAt, r.ExpiresAt = FromMicros(now), FromMicros(now+j.Window)
 	}

@@ -83,6 +83,18 @@ func Prepare(j *store.EnqueueJob, now int64) (Job, error) {
 		pj.Window = j.DedupWindow.Microseconds()
 		pj.ReleaseKeyOn = j.ReleaseKeyOn
 		pj.Fingerprint = store.NewFingerprint(j.JobType, j.Payload)
+		if pj.Debounce > 0 {
+			// A debounced job waits for the requests to stop from the
+			// first one on: it runs debounce after it unless a hit moves
+			// it (never later than the longest wait).
+			d := now + pj.Debounce
+			if pj.DebounceMaxWait > 0 {
+				d = min(d, now+pj.DebounceMaxWait)
+			}
+			if d > pj.RunAt {
+				pj.RunAt, pj.State = d, store.JobStateScheduled
+			}
+		}
 	}
 	for _, r := range j.Rules {
 		if r.Window <= 0 {

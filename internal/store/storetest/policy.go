@@ -69,6 +69,9 @@ func testRejectDuplicateInBatches(t *testing.T, s store.Store) {
 		t.Fatalf("atomic batch with a duplicate: %v, want a JobError at index 1", err)
 	}
 	wantDuplicate(t, je.Err, res[0].JobID)
+	if de := new(store.DuplicateJobError); errors.As(je.Err, &de) && de.InBatch {
+		t.Fatalf("a stored original named as an item of the batch: %+v", de)
+	}
 	if _, err := lookup(t, s, t0.Add(3), "payments", "d"); !errors.Is(err, store.ErrDedupNotFound) {
 		t.Fatalf("the failed atomic batch wrote key d: %v", err)
 	}
@@ -76,6 +79,12 @@ func testRejectDuplicateInBatches(t *testing.T, s store.Store) {
 		Jobs: []store.EnqueueJob{rejecting("payments", "e"), rejecting("payments", "e")}})
 	if !errors.As(err, &je) || je.Index != 1 {
 		t.Fatalf("atomic batch with one key twice: %v, want a JobError at index 1", err)
+	}
+	// The original is item 0, which the failed batch never wrote: the error
+	// says so instead of naming its id alone.
+	var de *store.DuplicateJobError
+	if !errors.As(je.Err, &de) || !de.InBatch || de.Index != 0 {
+		t.Fatalf("atomic batch with one key twice: %+v, want the original named as item 0 of the batch", je.Err)
 	}
 	if _, err := lookup(t, s, t0.Add(5), "payments", "e"); !errors.Is(err, store.ErrDedupNotFound) {
 		t.Fatalf("the failed atomic batch wrote key e: %v", err)

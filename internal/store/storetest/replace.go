@@ -74,6 +74,13 @@ func testDebounce(t *testing.T, s store.Store) {
 		return j
 	}
 	first := enqueueOne(t, s, t0, deb(`{"n":1}`))
+	// The first request waits debounce_ms too.
+	if j := getJob(t, s, first.JobID); !j.RunAt.Equal(t0.Add(10*time.Second)) || j.State != store.JobStateScheduled {
+		t.Fatalf("a new debounced job: %+v, want scheduled at +10s", j)
+	}
+	if got := reserve(t, s, t0.Add(9*time.Second), 1, "digest"); len(got) != 0 {
+		t.Fatalf("a new debounced job was reserved before debounce_ms: %+v", got)
+	}
 	for i, at := range []time.Duration{5 * time.Second, 12 * time.Second, 20 * time.Second} {
 		r := enqueueOne(t, s, t0.Add(at), deb(`{"n":2}`))
 		want := t0.Add(min(at+10*time.Second, 25*time.Second))

@@ -85,6 +85,13 @@ func testRuleInBatches(t *testing.T, s store.Store) {
 		t.Fatalf("atomic batch: %v, want a JobError at index 1", err)
 	}
 	wantViolation(t, je.Err, "amount", res[0].JobID, t0.Add(time.Minute))
+	// Held by an item of the failed atomic batch: named as such.
+	_, err = s.EnqueueBatch(context.Background(), &store.EnqueueBatchParams{Atomic: true, Now: t0.Add(time.Second),
+		Jobs: []store.EnqueueJob{ruled("payments", "f", `["q"]`), ruled("payments", "g", `["q"]`)}})
+	var re *store.RuleViolationError
+	if !errors.As(err, &je) || je.Index != 1 || !errors.As(je.Err, &re) || !re.InBatch || re.Index != 0 {
+		t.Fatalf("atomic batch whose items share a rule key: %v, want item 1 refused naming item 0", err)
+	}
 	// Nothing of the atomic batch stayed: key c and rule key ["z"] are free.
 	if r := enqueueOne(t, s, t0.Add(2*time.Second), ruled("payments", "c", `["z"]`)); r.Deduplicated || r.Err != nil {
 		t.Fatalf("after the failed atomic batch: %+v", r)
@@ -120,4 +127,36 @@ func testRuleConcurrent(t *testing.T, s store.Store) {
 	if created != 1 || refused != n-1 {
 		t.Fatalf("%d created, %d refused; want 1 and %d", created, refused, n-1)
 	}
+}
+
+// testRuleRefusalFreesLaterItems: a batch item refused by a rule counts as
+// never enqueued for the items after it: a later item with its key is
+// created (not a hit on a job that does not exist), and a later item with a
+// rule key it would have held is created too.
+func testRuleRefusalFreesLaterItems(t *testing.T, s store.Store) {
+	held := enqueueOne(t, s, t0, ruled("payments", "e", `["x"]`))
+	a := ruled("payments", "k", `["x"]`) // refused: ["x"] is held
+	a.Rules = append(a.Rules, store.RuleKey{Name: "account", Key: `["acc-9"]`, Window: time.Minute})
+	sameKey := ruled("payments", "k", `["w"]`)
+	sameRule := job("payments", "m")
+	sameRule.Rules = []store.RuleKey{{Name: "account", Key: `["acc-9"]`, Window: time.Minute}}
+	res := enqueue(t, s, t0.Add(time.Second), a, sameKey, sameRule)
+	wantViolation(t, res[0].Err, "amount", held.JobID, t0.Add(time.Minute))
+	for i, r := range res[1:] {
+		if r.Err != nil || r.Deduplicated {
+			t.Fatalf("item %d after the refused one: %+v, want a new job", i+1, r)
+		}
+		if _, err := s.GetJob(context.Background(), &store.GetJobParams{ID: r.JobID}); err != nil {
+			t.Fatalf("item %d's job: %v", i+1, err)
+		}
+	}
+	if l, err := lookup(t, s, t0.Add(time.Second), "payments", "k"); err != nil || l.Record.JobID != res[1].JobID {
+		t.Fatalf("key k: %+v %v, want the second item's job %v", l, err, res[1].JobID)
+	}
+	// The refused item held nothing: a new job with its rule key is refused
+	// naming the third item.
+	again := job("payments", "n")
+	again.Rules = sameRule.Rules
+	r := enqueue(t, s, t0.Add(2*time.Second), again)[0]
+	wantViolation(t, r.Err, "account", res[2].JobID, t0.Add(time.Second+time.Minute))
 }

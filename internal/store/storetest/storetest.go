@@ -56,6 +56,7 @@ func Run(t *testing.T, open Opener) {
 		{"RuleRefusesWithinWindow", testRuleRefusesWithinWindow},
 		{"RuleInBatches", testRuleInBatches},
 		{"RuleConcurrent", testRuleConcurrent},
+		{"RuleRefusalFreesLaterItems", testRuleRefusalFreesLaterItems},
 		{"JobFieldsRoundTrip", testJobFieldsRoundTrip},
 		{"ScheduledRunAt", testScheduledRunAt},
 		{"CancelJob", testCancelJob},
