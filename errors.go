@@ -51,6 +51,15 @@ var (
 	ErrLeaseLost = errors.New("LEASE_LOST")
 	// ErrEffectInProgress: another worker holds the effect.
 	ErrEffectInProgress = errors.New("EFFECT_IN_PROGRESS")
+	// ErrUnauthenticated: the server has [auth] on and the call carried no
+	// token, or one that matches none (Config.Token, SEPP_TOKEN).
+	ErrUnauthenticated = errors.New("UNAUTHENTICATED")
+	// ErrPermissionDenied: the token's roles or queues do not cover this
+	// call; the message names what is missing.
+	ErrPermissionDenied = errors.New("PERMISSION_DENIED")
+	// ErrLimitExceeded: a server limit was hit (queues per reserve, long
+	// polls, connections); the message names the config key.
+	ErrLimitExceeded = errors.New("LIMIT_EXCEEDED")
 	// ErrUnavailable: the server could not be reached, or did not answer in
 	// time. A keyed enqueue is safe to retry with the same key.
 	ErrUnavailable = errors.New("UNAVAILABLE")
@@ -65,7 +74,8 @@ func init() {
 		ErrIdempotencyKeyTooLong, ErrIdempotencyKeyEmpty, ErrIdempotencyKeyConflict, ErrIdempotencyKeyRequired,
 		ErrDuplicateJob, ErrDedupRuleViolated, ErrUnknownQueue,
 		ErrUnknownJobType, ErrPayloadTooLarge, ErrBatchTooLarge, ErrInvalidField, ErrJobNotFound,
-		ErrLeaseLost, ErrEffectInProgress, ErrUnavailable, ErrInternal,
+		ErrLeaseLost, ErrEffectInProgress, ErrUnauthenticated, ErrPermissionDenied, ErrLimitExceeded,
+		ErrUnavailable, ErrInternal,
 	} {
 		sentinels[e.Error()] = e
 	}

@@ -35,6 +35,9 @@ const (
 	ReasonJobNotFound            = "JOB_NOT_FOUND"
 	ReasonLeaseLost              = "LEASE_LOST"
 	ReasonEffectInProgress       = "EFFECT_IN_PROGRESS"
+	ReasonUnauthenticated        = "UNAUTHENTICATED"
+	ReasonPermissionDenied       = "PERMISSION_DENIED"
+	ReasonLimitExceeded          = "LIMIT_EXCEEDED"
 	// ReasonUnavailable: the server is shutting down or the request ran out
 	// of time before its write was acknowledged; retrying with the same key
 	// is safe.
