@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -79,6 +80,12 @@ func vectorCases() []vector {
 	for _, c := range errorCases {
 		add(c.name, c.payload, c.pointers)
 	}
+	// The key_fields list in a message is cut after 300 bytes, counted
+	// without its closing bracket, and never inside a character.
+	for _, n := range []int{290, 291, 292} {
+		add("key_fields list of "+strconv.Itoa(9+n)+" bytes in a message", `{}`, []string{"/m", "/" + strings.Repeat("x", n)})
+	}
+	add("key_fields list cut inside a character", `{}`, []string{"/m", "/" + strings.Repeat("x", 289) + "éé"})
 	return out
 }
 

@@ -375,9 +375,10 @@ function resolve(doc: Value, p: string): Value | Missing {
 }
 
 function quoteList(list: string[]): string {
-  const s = "[" + list.map(quote).join(",") + "]";
+  // As the server: the limit counts the list without its closing bracket.
+  const s = "[" + list.map(quote).join(",");
   const b = new TextEncoder().encode(s);
-  if (b.length <= 300) return s;
+  if (b.length <= 300) return s + "]";
   let cut = 300;
   while (cut > 0 && (b[cut]! & 0xc0) === 0x80) cut--;
   return new TextDecoder().decode(b.subarray(0, cut)) + "…";
