@@ -80,7 +80,21 @@ type ServerConfig struct {
 	// MaxBatchSize is the most jobs one EnqueueBatch call may carry.
 	// Default 1000.
 	MaxBatchSize int `toml:"max_batch_size"`
+	// TLSCertFile and TLSKeyFile are the PEM certificate chain and private
+	// key the port serves TLS with (gRPC, Connect, gRPC-Web, webhooks and
+	// /metrics alike); both or neither. Reloaded on SIGHUP. Default "": no
+	// TLS.
+	TLSCertFile string `toml:"tls_cert_file"`
+	TLSKeyFile  string `toml:"tls_key_file"`
+	// TLSClientCAFile, with TLSCertFile, turns on mutual TLS: every client
+	// must present a certificate that chains to one of the PEM CA
+	// certificates in this file. Reloaded on SIGHUP. Default "": no client
+	// certificate asked for.
+	TLSClientCAFile string `toml:"tls_client_ca_file"`
 }
+
+// TLS reports whether the [server] section turns TLS on.
+func (s ServerConfig) TLS() bool { return s.TLSCertFile != "" }
 
 // Backend names a storage backend.
 type Backend string

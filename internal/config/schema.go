@@ -89,6 +89,9 @@ var specs = []keySpec{
 	{"server.strict", kindBool, "true makes every call that names an undeclared queue fail with UNKNOWN_QUEUE; default false"},
 	{"server.max_payload_bytes", kindInt, "the largest job payload accepted, in bytes; default 1048576"},
 	{"server.max_batch_size", kindInt, "the most jobs one EnqueueBatch call may carry; default 1000"},
+	{"server.tls_cert_file", kindString, "the PEM certificate chain the port serves TLS with, set together with tls_key_file; default: no TLS"},
+	{"server.tls_key_file", kindString, "the PEM private key of tls_cert_file; default: no TLS"},
+	{"server.tls_client_ca_file", kindString, "the PEM CA certificates a client certificate must chain to (mutual TLS); default: no client certificate asked for"},
 
 	{"storage", kindTable, "the [storage] section"},
 	{"storage.backend", kindString, `the storage backend: "embedded" (the Pebble store in path) or "postgres"; default "embedded"`},

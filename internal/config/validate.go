@@ -28,6 +28,14 @@ func (c *Config) validate(file string, org origins) error {
 	}
 	v.positive("server.max_payload_bytes", s.MaxPayloadBytes)
 	v.positive("server.max_batch_size", int64(s.MaxBatchSize))
+	switch {
+	case s.TLSCertFile != "" && s.TLSKeyFile == "":
+		v.fail("server.tls_cert_file", "is set but tls_key_file is not: set both (the certificate and its private key), or neither for no TLS")
+	case s.TLSCertFile == "" && s.TLSKeyFile != "":
+		v.fail("server.tls_key_file", "is set but tls_cert_file is not: set both (the certificate and its private key), or neither for no TLS")
+	case s.TLSCertFile == "" && s.TLSClientCAFile != "":
+		v.fail("server.tls_client_ca_file", "needs TLS: set tls_cert_file and tls_key_file too, since client certificates are only asked for over TLS")
+	}
 
 	st := c.Storage
 	switch st.Backend {
