@@ -48,6 +48,9 @@ type Config struct {
 	Server ServerConfig `toml:"server"`
 	// Storage is the [storage] section.
 	Storage StorageConfig `toml:"storage"`
+	// Limits is the [limits] table: bounds on what one request or
+	// connection may ask of the server (limits.go).
+	Limits LimitsConfig `toml:"limits"`
 	// Queues are the [[queues]] entries in file order, as written: a zero
 	// field means "not set" and falls back to its default. Use Queue for the
 	// resolved settings of a queue. Default: none (every queue is undeclared).
@@ -55,6 +58,9 @@ type Config struct {
 	// Webhooks are the [[webhooks]] entries in file order, as written; use
 	// ResolvedWebhooks for their settings with defaults. Default: none.
 	Webhooks []WebhookConfig `toml:"webhooks"`
+	// Auth is the [auth] section: the tokens calls must carry (auth.go).
+	// Default: no token, every call accepted.
+	Auth AuthConfig `toml:"auth"`
 
 	// byName maps a declared queue's name to its resolved settings; built by
 	// Validate (and so by Load and Parse). nil means "not built": Queue and
@@ -80,6 +86,12 @@ type ServerConfig struct {
 	// MaxBatchSize is the most jobs one EnqueueBatch call may carry.
 	// Default 1000.
 	MaxBatchSize int `toml:"max_batch_size"`
+	// AllowUnauthenticated, when true, lets sepp serve listen beyond
+	// loopback with no [auth] tokens (CheckExposure). Default false.
+	AllowUnauthenticated bool `toml:"allow_unauthenticated"`
+	// LogKeys says how log lines show idempotency keys: LogKeysFull,
+	// LogKeysHash or LogKeysNone. Default "full".
+	LogKeys string `toml:"log_keys"`
 	// TLSCertFile and TLSKeyFile are the PEM certificate chain and private
 	// key the port serves TLS with (gRPC, Connect, gRPC-Web, webhooks and
 	// /metrics alike); both or neither. Reloaded on SIGHUP. Default "": no
@@ -304,6 +316,7 @@ func Default() Config {
 			Strict:          false,
 			MaxPayloadBytes: DefaultMaxPayloadBytes,
 			MaxBatchSize:    DefaultMaxBatchSize,
+			LogKeys:         DefaultLogKeys,
 		},
 		Storage: StorageConfig{
 			Backend:                DefaultBackend,
@@ -316,6 +329,7 @@ func Default() Config {
 			CompletedRetentionMs:   DefaultCompletedRetentionMs,
 			DeadRetentionMs:        DefaultDeadRetentionMs,
 		},
+		Limits: defaultLimits(),
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -65,6 +64,7 @@ func (c *Config) validate(file string, org origins) error {
 	v.positive("storage.pool_size", int64(st.PoolSize))
 	v.millis("storage.completed_retention_ms", st.CompletedRetentionMs)
 	v.millis("storage.dead_retention_ms", st.DeadRetentionMs)
+	v.validateLimits(c.Limits)
 
 	firstIndex := make(map[string]int, len(c.Queues))
 	for i, q := range c.Queues {
@@ -171,6 +171,11 @@ func (c *Config) validate(file string, org origins) error {
 		}
 	}
 	c.validateWebhooks(v)
+	c.validateAuth(v) // [auth], server.log_keys: auth.go
+	// The connection keys of [limits] (connlimits.go), then the range of
+	// every whole-number key (ranges.go).
+	v.validateConnectionLimits(c.Limits.ConnectionLimits)
+	v.checkRanges(c)
 
 	if len(v.problems) == 0 {
 		return nil
@@ -297,14 +302,14 @@ func checkListen(addr string) string {
 	if addr == "" {
 		return `must not be empty; use host:port, like "127.0.0.1:50051" or ":50051"`
 	}
-	_, port, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Sprintf(`must be host:port, like "127.0.0.1:50051" or ":50051", got %q`, addr)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return fmt.Sprintf("must end in a port number from 0 to 65535, got %q", addr)
 	}
-	return ""
+	return checkListenHost(host) // listen.go
 }
 
 // checkPostgresURL returns what is wrong with a postgres connection string,
@@ -328,7 +333,8 @@ func checkPostgresURL(s string) string {
 
 // CheckQueueName applies the rules every queue name follows, in the config
 // and on the wire: 1 to MaxQueueNameBytes bytes of UTF-8, no leading or
-// trailing spaces, no control characters.
+// trailing spaces, no invisible characters (checkVisible: Unicode control
+// and format characters, line and paragraph separators).
 func CheckQueueName(name string) error {
 	switch {
 	case name == "":
@@ -339,8 +345,6 @@ func CheckQueueName(name string) error {
 		return errors.New("is not valid UTF-8")
 	case strings.TrimSpace(name) != name:
 		return fmt.Errorf("%q has leading or trailing spaces", name)
-	case strings.ContainsFunc(name, unicode.IsControl):
-		return fmt.Errorf("%q contains a control character", name)
 	}
-	return nil
+	return checkVisible(name)
 }
