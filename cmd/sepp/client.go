@@ -21,6 +21,7 @@ type clientFlags struct {
 	addr    string
 	json    bool
 	timeout time.Duration
+	conn    connFlags
 }
 
 func (f *clientFlags) register(fs *flag.FlagSet) {
@@ -31,6 +32,7 @@ func (f *clientFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", addr, "server address (env SEPP_ADDR)")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "give up after this long")
+	f.conn.register(fs) // --token, --ca-file, --cert-file, --key-file (clienttls.go)
 }
 
 // call connects, runs fn within --timeout, and closes the connection.
@@ -39,7 +41,11 @@ func (f *clientFlags) call(fn func(ctx context.Context, c *sepp.Client) error) e
 	defer cancel()
 	// The server checks key lengths against its own limit, which may be
 	// above the client's default.
-	c, err := sepp.NewClient(ctx, f.addr, sepp.Config{DisableBatching: true, MaxIdempotencyKeyBytes: -1, FailFast: true})
+	cfg := sepp.Config{DisableBatching: true, MaxIdempotencyKeyBytes: -1, FailFast: true}
+	if err := f.conn.apply(&cfg, f.addr); err != nil {
+		return err
+	}
+	c, err := sepp.NewClient(ctx, f.addr, cfg)
 	if err != nil {
 		return fmt.Errorf("%w\n(is the server running? start it with: sepp serve)", err)
 	}

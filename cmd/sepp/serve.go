@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -39,8 +40,18 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Beyond loopback without tokens, only with allow_unauthenticated.
+	if err := cfg.CheckExposure(); err != nil {
+		return err
+	}
 	if *check {
 		if err := server.CheckWebhookSecrets(cfg); err != nil { // [[webhooks]] secrets, as serve reads them
+			return err
+		}
+		if err := server.CheckAuthSecrets(cfg); err != nil { // [[auth.tokens]] secrets, as serve reads them
+			return err
+		}
+		if err := server.CheckTLS(cfg); err != nil { // [server] tls_* files, as serve loads them
 			return err
 		}
 		name := *configPath
@@ -78,7 +89,26 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (set [server] listen or SEPP_LISTEN to another address)", cfg.Server.Listen, err)
 	}
-	logger.Info("sepp serving", "addr", ln.Addr().String(), "backend", cfg.Storage.Backend, "data", where, "version", version)
+	// SIGHUP reloads the TLS certificate, key and client CA files; a
+	// failed reload keeps the ones loaded before (server.ReloadTLS logs it).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
+			if !cfg.Server.TLS() {
+				logger.Info("SIGHUP: nothing to reload (no [server] tls_cert_file)")
+				continue
+			}
+			_ = srv.ReloadTLS()
+		}
+	}()
+	logger.Info("sepp serving", "addr", ln.Addr().String(), "tls", cfg.Server.TLS(), "backend", cfg.Storage.Backend, "data", where, "version", version)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -51,10 +51,6 @@ type Options struct {
 	SweepBatch int
 }
 
-// maxMessageBytes bounds one request: a full batch of 1 MiB payloads does
-// not fit, a batch the Go client coalesces (4 MiB) does.
-const maxMessageBytes = 64 << 20
-
 // Server is a Sepp API server. Create it with New, run it with Serve, stop it
 // with Shutdown.
 type Server struct {
@@ -63,9 +59,11 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	clock   func() time.Time
+	tokens  []*token // [[auth.tokens]] with their secrets read; none: auth off (auth.go)
 
 	wake  *wakeup.Hub    // wakes waiting Reserve and ClaimEffect calls
 	sweep *sweep.Sweeper // deletes what expired, releases expired leases
+	polls longPolls      // waiting calls per connection and in all (limits.go)
 
 	grpc   *grpc.Server
 	http   *http.Server
@@ -73,6 +71,9 @@ type Server struct {
 	// connectHealth answers the Connect health check; healthLoop keeps
 	// both checks in step with the store.
 	connectHealth *grpchealth.StaticChecker
+	// tls serves [server] tls_cert_file and the rest (tls.go); nil
+	// without TLS.
+	tls *tlsReloader
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -113,6 +114,17 @@ func New(opts Options) (*Server, error) {
 		clock:   opts.Now,
 		stop:    make(chan struct{}),
 	}
+	if s.cfg.Server.TLS() {
+		var err error
+		if s.tls, err = newTLSReloader(s.cfg.Server, s.log); err != nil {
+			return nil, err
+		}
+	}
+	tokens, err := loadTokens(s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.tokens = tokens
 	s.wake = wakeup.New(wakeup.Options{Now: s.now, Recheck: safetyRecheck})
 	s.sweep = sweep.New(sweep.Options{
 		Store:              s.store,
@@ -132,7 +144,10 @@ func New(opts Options) (*Server, error) {
 	admin := &adminService{s: s}
 	effects := &effectService{s: s}
 
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.grpcInterceptor), grpc.MaxRecvMsgSize(maxMessageBytes))
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.grpcInterceptor), grpc.MaxRecvMsgSize(int(s.requestBytes())), // limits.go
+		grpc.ForceServerCodecV2(newGRPCCodec()), grpc.ChainStreamInterceptor(decodeErrorsStream), // decode.go
+
+		grpc.Creds(splitCreds{})) // the splitter does the TLS handshake (tls.go)
 	seppv1.RegisterJobServiceServer(s.grpc, jobs)
 	seppv1.RegisterWorkerServiceServer(s.grpc, workers)
 	seppv1.RegisterEffectServiceServer(s.grpc, effects)
@@ -149,8 +164,8 @@ func New(opts Options) (*Server, error) {
 
 	interceptors := connect.WithHandlerOptions(
 		connect.WithInterceptors(connect.UnaryInterceptorFunc(s.connectInterceptor)),
-		connect.WithReadMaxBytes(maxMessageBytes),
-		connect.WithCodec(strictJSON{}))
+		connect.WithReadMaxBytes(int(s.requestBytes())),                    // limits.go
+		connect.WithCodec(strictJSON{}), connect.WithCodec(connectProto{})) // decode.go
 	mux := http.NewServeMux()
 	mux.Handle(seppv1connect.NewJobServiceHandler(jobs, interceptors))
 	mux.Handle(seppv1connect.NewWorkerServiceHandler(workers, interceptors))
@@ -158,7 +173,8 @@ func New(opts Options) (*Server, error) {
 	mux.Handle(seppv1connect.NewAdminServiceHandler(admin, interceptors))
 	s.connectHealth = grpchealth.NewStaticChecker(serviceNames...)
 	mux.Handle(grpchealth.NewHandler(s.connectHealth))
-	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	// metrics_token_role guards /metrics (auth.go).
+	mux.Handle("/metrics", s.metricsAuth(promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})))
 	if err := s.mountWebhooks(mux, jobs); err != nil { // [[webhooks]], webhook.go
 		return nil, err
 	}
@@ -168,15 +184,17 @@ func New(opts Options) (*Server, error) {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
+	limited := s.limitBody(mux) // limits.go
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		withTLSState(r) // over TLS, net/http sees the decrypted stream (tls.go)
 		if r.ProtoMajor == 2 && isGRPCContentType(r.Header.Get("Content-Type")) {
 			s.grpc.ServeHTTP(w, r)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		limited.ServeHTTP(w, r)
 	})
 	s.http = &http.Server{Handler: handler, Protocols: protocols, ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ConnContext: httpConnContext}
 	return s, nil
 }
 
@@ -236,6 +254,11 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Unlock()
 
 	split := NewPrefaceSplitter(ln, 10*time.Second)
+	if s.tls != nil {
+		split.SetTLS(s.tls.config(), func(remote net.Addr, err error) {
+			s.log.Debug("TLS handshake failed", "remote", remote.String(), "err", err)
+		})
+	}
 	if n, ok := s.store.(store.Notifier); ok {
 		// Other nodes' enqueues and effect completions wake this node's
 		// waiting calls.
@@ -322,7 +345,10 @@ func (s *Server) grpcInterceptor(ctx context.Context, req any, info *grpc.UnaryS
 		}
 	}()
 	defer s.recoverPanic(info.FullMethod, &err)
-	return handler(ctx, req)
+	if aerr := decodeError(req); aerr != nil { // decode.go
+		return nil, aerr
+	}
+	return guard(s, ctx, info.FullMethod, grpcAuthorization(ctx), req, func(ctx context.Context) (any, error) { return handler(ctx, req) }) // auth.go
 }
 
 func (s *Server) connectInterceptor(next connect.UnaryFunc) connect.UnaryFunc {
@@ -334,7 +360,12 @@ func (s *Server) connectInterceptor(next connect.UnaryFunc) connect.UnaryFunc {
 			}
 		}()
 		defer s.recoverPanic(req.Spec().Procedure, &err)
-		return next(ctx, req)
+		ctx = withPeer(ctx, req.Peer().Addr)             // limits.go
+		if aerr := decodeError(req.Any()); aerr != nil { // decode.go
+			return nil, aerr
+		}
+		return guard(s, ctx, req.Spec().Procedure, req.Header().Get("Authorization"), req.Any(), // auth.go
+			func(ctx context.Context) (connect.AnyResponse, error) { return next(ctx, req) })
 	}
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -53,6 +54,19 @@ type PrefaceSplitter struct {
 	timeout time.Duration
 	h2      *childListener
 	other   *childListener
+
+	tlsConfig    *tls.Config           // nil: cleartext; see SetTLS
+	handshakeErr func(net.Addr, error) // see SetTLS
+}
+
+// SetTLS makes the splitter serve TLS: every accepted connection does its
+// TLS handshake with cfg first (in its own goroutine, within the sniff
+// timeout), and the decrypted stream is then split as a cleartext one is
+// (HTTP/2, negotiated with ALPN "h2", judged by its first request; HTTP/1.1
+// to Other). onErr, if not nil, is told of each failed handshake. Call it
+// before Serve.
+func (s *PrefaceSplitter) SetTLS(cfg *tls.Config, onErr func(remote net.Addr, err error)) {
+	s.tlsConfig, s.handshakeErr = cfg, onErr
 }
 
 // NewPrefaceSplitter returns a splitter reading from root. timeout bounds how
@@ -116,6 +130,17 @@ func (s *PrefaceSplitter) Serve() error {
 
 // dispatch sniffs c and hands it to the matching child listener.
 func (s *PrefaceSplitter) dispatch(c net.Conn) {
+	if s.tlsConfig != nil {
+		tc, err := handshake(c, s.tlsConfig, s.timeout)
+		if err != nil {
+			if s.handshakeErr != nil {
+				s.handshakeErr(c.RemoteAddr(), err)
+			}
+			c.Close()
+			return
+		}
+		c = tc
+	}
 	prefix, isH2, err := sniff(c, s.timeout)
 	if err != nil {
 		c.Close()
@@ -363,3 +388,18 @@ func (l *childListener) Close() error {
 }
 
 func (l *childListener) Addr() net.Addr { return l.addr }
+
+// handshake runs the server side of a TLS handshake on c within timeout.
+func handshake(c net.Conn, cfg *tls.Config, timeout time.Duration) (*tls.Conn, error) {
+	tc := tls.Server(c, cfg)
+	if err := c.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return nil, err
+	}
+	if err := tc.Handshake(); err != nil {
+		return nil, err
+	}
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	return tc, nil
+}
