@@ -35,6 +35,8 @@ Usage:
   sepp dlq list|requeue|purge [--queue Q | --all | ID...]   the dead letter
   sepp webhook test --path P --key K --body @FILE|TEXT [--scheme S --secret-env NAME]
                                                 send a signed POST to a [[webhooks]] path
+  sepp token create --name N --roles R,R [--queues Q,Q]
+                                                a new API token: its secret, and the [[auth.tokens]] lines
   sepp bench enqueue [flags]                    measure keyed enqueue throughput
   sepp bench e2e [flags]                        measure enqueue-to-completion throughput
   sepp bench worker --queues Q [flags]          a no-op worker process, for load and crash tests
@@ -124,6 +126,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return runDLQ("requeue", r, stdout, stderr)
 		case "purge":
 			return runDLQ("purge", r, stdout, stderr)
+		}
+	case "token":
+		switch s, r := sub(); s {
+		case "create":
+			return runTokenCreate(r, stdout, stderr)
 		}
 	case "webhook":
 		switch s, r := sub(); s {

@@ -138,7 +138,7 @@ func TestWebhooksBad(t *testing.T) {
 		{"tolerance negative", head + ok + "[webhooks.signature]\nscheme = \"stripe\"\nsecret_env = \"S\"\ntimestamp_tolerance_ms = -1\n",
 			`sepp.toml:8: webhooks[0].signature.timestamp_tolerance_ms: must be > 0, got -1 (how far a signed timestamp may be from the server's clock, in milliseconds, with scheme = "stripe"; default 300000)`},
 		{"unknown key", head + ok + "secret_env = \"S\"\n",
-			`sepp.toml:5: webhooks[0].secret_env: unknown key in [[webhooks]] (it belongs in [webhooks.signature])`},
+			`sepp.toml:5: webhooks[0].secret_env: unknown key in [[webhooks]] (it belongs in [[auth.tokens]] or [webhooks.signature])`},
 		{"type", head + ok + "require_key = \"yes\"\n",
 			`sepp.toml:5: webhooks[0].require_key: must be true or false, got the string "yes" (true answers 400 to a request without the key header; default true)`},
 	}

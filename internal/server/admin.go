@@ -47,7 +47,9 @@ func (a *adminService) ListQueues(ctx context.Context, _ *seppv1.ListQueuesReque
 	}
 	res := &seppv1.ListQueuesResponse{}
 	for _, q := range byName {
-		res.Queues = append(res.Queues, q)
+		if mayListQueue(ctx, q.Name) { // a token limited to some queues sees those (auth.go)
+			res.Queues = append(res.Queues, q)
+		}
 	}
 	slices.SortFunc(res.Queues, func(a, b *seppv1.QueueInfo) int { return strings.Compare(a.Name, b.Name) })
 	return res, nil
@@ -94,7 +96,7 @@ func (a *adminService) ListJobs(ctx context.Context, req *seppv1.ListJobsRequest
 
 // deadSelection validates the selector shared by RequeueDeadJobs and
 // PurgeDeadJobs: a queue, job ids, or all.
-func (a *adminService) deadSelection(queue string, ids []string, all bool) (*store.DeadJobsParams, *apiError) {
+func (a *adminService) deadSelection(ctx context.Context, queue string, ids []string, all bool) (*store.DeadJobsParams, error) {
 	if queue == "" && len(ids) == 0 && !all {
 		return nil, invalidField("queue", "say which dead jobs: a queue, job_ids, or all = true")
 	}
@@ -114,13 +116,18 @@ func (a *adminService) deadSelection(queue string, ids []string, all bool) (*sto
 	if len(p.IDs) > maxPageSize {
 		return nil, invalidField("job_ids", "has %d ids; the limit is %d", len(p.IDs), maxPageSize)
 	}
+	for _, id := range p.IDs {
+		if err := a.s.checkJobQueue(ctx, id); err != nil { // auth.go
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
 func (a *adminService) RequeueDeadJobs(ctx context.Context, req *seppv1.RequeueDeadJobsRequest) (*seppv1.RequeueDeadJobsResponse, error) {
-	p, aerr := a.deadSelection(req.GetQueue(), req.GetJobIds(), req.GetAll())
-	if aerr != nil {
-		return nil, aerr
+	p, err := a.deadSelection(ctx, req.GetQueue(), req.GetJobIds(), req.GetAll())
+	if err != nil {
+		return nil, err
 	}
 	n, err := a.s.store.RequeueDead(ctx, p)
 	if err != nil {
@@ -132,9 +139,9 @@ func (a *adminService) RequeueDeadJobs(ctx context.Context, req *seppv1.RequeueD
 }
 
 func (a *adminService) PurgeDeadJobs(ctx context.Context, req *seppv1.PurgeDeadJobsRequest) (*seppv1.PurgeDeadJobsResponse, error) {
-	p, aerr := a.deadSelection(req.GetQueue(), req.GetJobIds(), req.GetAll())
-	if aerr != nil {
-		return nil, aerr
+	p, err := a.deadSelection(ctx, req.GetQueue(), req.GetJobIds(), req.GetAll())
+	if err != nil {
+		return nil, err
 	}
 	n, err := a.s.store.PurgeDead(ctx, p)
 	if err != nil {

@@ -136,7 +136,7 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 		}
 		s.metrics.enqueues.WithLabelValues(job.Queue, "deduplicated").Inc()
 		s.metrics.dedupHits.WithLabelValues(job.Queue).Inc()
-		attrs := []slog.Attr{slog.String("queue", job.Queue), slog.String("idempotency_key", *job.IdempotencyKey),
+		attrs := []slog.Attr{slog.String("queue", job.Queue), s.keyAttr(*job.IdempotencyKey), // log_keys (auth.go)
 			slog.String("job_id", formatJobID(r.JobID)), slog.String("request_job_type", job.JobType),
 			slog.Bool("payload_mismatch", r.PayloadMismatch)}
 		if r.Replaced {

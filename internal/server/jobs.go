@@ -20,6 +20,9 @@ func (j *jobService) GetJob(ctx context.Context, req *seppv1.GetJobRequest) (*se
 	if err != nil {
 		return nil, err
 	}
+	if aerr := allowJobQueue(ctx, job.Queue); aerr != nil { // a token limited to other queues: nothing of the job (auth.go)
+		return nil, aerr
+	}
 	return &seppv1.GetJobResponse{Job: jobToProto(job, j.s.now())}, nil
 }
 
@@ -27,6 +30,9 @@ func (j *jobService) CancelJob(ctx context.Context, req *seppv1.CancelJobRequest
 	id, aerr := parseJobID(req.GetJobId())
 	if aerr != nil {
 		return nil, aerr
+	}
+	if err := j.s.checkJobQueue(ctx, id); err != nil { // auth.go
+		return nil, err
 	}
 	job, err := j.s.store.CancelJob(ctx, &store.CancelJobParams{ID: id, Now: j.s.now()})
 	if err != nil {
@@ -69,7 +75,7 @@ func (j *jobService) ReleaseIdempotencyKey(ctx context.Context, req *seppv1.Rele
 	if err != nil {
 		return nil, err
 	}
-	j.s.log.Info("idempotency key released", "queue", rec.Queue, "idempotency_key", rec.Key, "job_id", formatJobID(rec.JobID))
+	j.s.log.Info("idempotency key released", "queue", rec.Queue, j.s.keyAttr(rec.Key), "job_id", formatJobID(rec.JobID))
 	return &seppv1.ReleaseIdempotencyKeyResponse{Released: true, JobId: formatJobID(rec.JobID)}, nil
 }
 
