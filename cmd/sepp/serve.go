@@ -68,6 +68,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP reloads the TLS certificate, key and client CA files; a
+	// failed reload keeps the ones loaded before (server.ReloadTLS logs it).
+	// Caught from here on, so a SIGHUP never stops the server.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	metrics := server.NewMetrics()
 	st, engine, where, err := openStore(ctx, cfg, metrics)
@@ -89,12 +95,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (set [server] listen or SEPP_LISTEN to another address)", cfg.Server.Listen, err)
 	}
-	// SIGHUP reloads the TLS certificate, key and client CA files; a
-	// failed reload keeps the ones loaded before (server.ReloadTLS logs it).
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
+	go func() { // SIGHUP: hup, above
 		for {
 			select {
 			case <-ctx.Done():

@@ -43,7 +43,8 @@ func (c *Clock) Advance(d time.Duration) {
 // Server is a running test server.
 type Server struct {
 	*server.Server
-	// URL is the address clients connect to, "http://127.0.0.1:PORT".
+	// URL is the address clients connect to, "http://127.0.0.1:PORT"
+	// ("https://" when the config sets tls_cert_file).
 	URL string
 	// Addr is the listener's host:port.
 	Addr  string
@@ -109,7 +110,11 @@ func Start(t testing.TB, opts Options) *Server {
 			t.Errorf("testserver: close store: %v", err)
 		}
 	})
-	return &Server{Server: srv, URL: "http://" + ln.Addr().String(), Addr: ln.Addr().String(), Clock: clock, Logs: logs}
+	scheme := "http://"
+	if cfg.Server.TLS() { // tls_cert_file in Options.Config; see NewCA
+		scheme = "https://"
+	}
+	return &Server{Server: srv, URL: scheme + ln.Addr().String(), Addr: ln.Addr().String(), Clock: clock, Logs: logs}
 }
 
 // SyncBuffer is an io.Writer safe for concurrent use.
