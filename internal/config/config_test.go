@@ -87,7 +87,7 @@ func TestFullFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantServer := ServerConfig{Listen: "0.0.0.0:6000", Strict: true, MaxPayloadBytes: 2048, MaxBatchSize: 50}
+	wantServer := ServerConfig{Listen: "0.0.0.0:6000", Strict: true, MaxPayloadBytes: 2048, MaxBatchSize: 50, LogKeys: LogKeysFull}
 	if c.Server != wantServer {
 		t.Errorf("Server = %+v, want %+v", c.Server, wantServer)
 	}
@@ -246,15 +246,15 @@ func TestBadFiles(t *testing.T) {
 		{"unknown key: inline queue", "queues = [{ name = \"a\" }, { name = \"b\", lease = 5 }]\n", 1, "queues[1].lease",
 			`sepp.toml:1: queues[1].lease: unknown key (did you mean "lease_ms"?)`},
 		{"unknown key: quoted dotted", "\"server.listen\" = \":1\"\n", 1, `"server.listen"`,
-			`sepp.toml:1: "server.listen": unknown key; the sections are [server], [storage], [[queues]], [[webhooks]]`},
+			`sepp.toml:1: "server.listen": unknown key; the sections are [server], [storage], [limits], [[queues]], [auth], [[webhooks]]`},
 		{"unknown section: did you mean", "[serverr]\n", 1, "serverr",
 			`sepp.toml:1: serverr: unknown section (did you mean [server]?)`},
 		{"unknown section: queue", "[queue]\nname = \"a\"\n", 1, "queue",
 			`sepp.toml:1: queue: unknown section (did you mean [[queues]]?)`},
 		{"unknown section", "[metrics]\n", 1, "metrics",
-			`sepp.toml:1: metrics: unknown section; the sections are [server], [storage], [[queues]], [[webhooks]]`},
+			`sepp.toml:1: metrics: unknown section; the sections are [server], [storage], [limits], [[queues]], [auth], [[webhooks]]`},
 		{"unknown subsection", "[server.tls]\n", 1, "server.tls",
-			`sepp.toml:1: server.tls: unknown section; the keys of [server] are listen, strict, max_payload_bytes, max_batch_size`},
+			`sepp.toml:1: server.tls: unknown section; the keys of [server] are listen, strict, max_payload_bytes, max_batch_size, allow_unauthenticated, log_keys, tls_cert_file, tls_key_file, tls_client_ca_file`},
 
 		// wrong shape or type
 		{"type: bool as string", "[server]\nstrict = \"yes\"\n", 2, "server.strict",
@@ -342,7 +342,7 @@ func TestBadFiles(t *testing.T) {
 		{"queue: name spaces", "[[queues]]\nname = \"emails \"\n", 2, "queues[0].name",
 			`sepp.toml:2: queues[0].name: "emails " has leading or trailing spaces (the queue name; required)`},
 		{"queue: name control", "[[queues]]\nname = \"a\\tb\"\n", 2, "queues[0].name",
-			`sepp.toml:2: queues[0].name: "a\tb" contains a control character (the queue name; required)`},
+			`sepp.toml:2: queues[0].name: "a\tb" contains the control character U+0009 at byte 1; names may hold only visible characters (the queue name; required)`},
 		{"queue: window 0", "[[queues]]\nname = \"a\"\ndedup_window_ms = 0\n", 3, "queues[0].dedup_window_ms",
 			`sepp.toml:3: queues[0].dedup_window_ms: must be > 0, got 0 (this queue's dedup window in milliseconds; default storage.dedup_window_ms)`},
 		{"queue: window negative", "[[queues]]\nname = \"a\"\ndedup_window_ms = -1\n", 3, "queues[0].dedup_window_ms",
@@ -651,6 +651,10 @@ func TestSpecsMatchStructs(t *testing.T) {
 	var walk func(prefix string, typ reflect.Type)
 	walk = func(prefix string, typ reflect.Type) {
 		for f := range typ.Fields() {
+			if f.Anonymous { // an embedded struct's keys are its parent's
+				walk(prefix, f.Type)
+				continue
+			}
 			tag := f.Tag.Get("toml")
 			if tag == "" {
 				continue

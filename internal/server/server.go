@@ -147,7 +147,9 @@ func New(opts Options) (*Server, error) {
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.grpcInterceptor), grpc.MaxRecvMsgSize(int(s.requestBytes())), // limits.go
 		grpc.ForceServerCodecV2(newGRPCCodec()), grpc.ChainStreamInterceptor(decodeErrorsStream), // decode.go
 
-		grpc.Creds(splitCreds{})) // the splitter does the TLS handshake (tls.go)
+		grpc.Creds(splitCreds{}), // the splitter does the TLS handshake (tls.go)
+		// Handshake, idle and ping timeouts of [limits] (connlimit.go).
+		grpc.ConnectionTimeout(s.cfg.Limits.HeaderTimeout()), grpcKeepalive(s.cfg.Limits.ConnectionLimits), grpcEnforcement)
 	seppv1.RegisterJobServiceServer(s.grpc, jobs)
 	seppv1.RegisterWorkerServiceServer(s.grpc, workers)
 	seppv1.RegisterEffectServiceServer(s.grpc, effects)
@@ -193,8 +195,9 @@ func New(opts Options) (*Server, error) {
 		}
 		limited.ServeHTTP(w, r)
 	})
-	s.http = &http.Server{Handler: handler, Protocols: protocols, ReadHeaderTimeout: 10 * time.Second,
+	s.http = &http.Server{Handler: bodyDeadline(handler, s.cfg.Limits.BodyTimeout()), Protocols: protocols, // connlimit.go
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ConnContext: httpConnContext}
+	setHTTPTimeouts(s.http, s.cfg.Limits.ConnectionLimits) // header, idle and ping timeouts: connlimit.go
 	return s, nil
 }
 
@@ -253,7 +256,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 
-	split := NewPrefaceSplitter(ln, 10*time.Second)
+	split := NewPrefaceSplitter(ln, s.cfg.Limits.HeaderTimeout())
+	split.limits = s.newConnLimiter() // limits.max_connections and _per_ip (connlimit.go)
 	if s.tls != nil {
 		split.SetTLS(s.tls.config(), func(remote net.Addr, err error) {
 			s.log.Debug("TLS handshake failed", "remote", remote.String(), "err", err)

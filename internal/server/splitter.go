@@ -57,6 +57,8 @@ type PrefaceSplitter struct {
 
 	tlsConfig    *tls.Config           // nil: cleartext; see SetTLS
 	handshakeErr func(net.Addr, error) // see SetTLS
+
+	limits *connLimiter // nil: no connection limits (connlimit.go)
 }
 
 // SetTLS makes the splitter serve TLS: every accepted connection does its
@@ -124,6 +126,9 @@ func (s *PrefaceSplitter) Serve() error {
 			continue
 		}
 		backoff = 0
+		if c = s.admit(c); c == nil {
+			continue // over a connection limit, and closed (connlimit.go)
+		}
 		go s.dispatch(c)
 	}
 }

@@ -1,0 +1,400 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/internal/testserver"
+)
+
+// attackConfig has short timeouts, so idle connections go within seconds.
+const attackConfig = `
+[limits]
+max_connections = 1200
+max_connections_per_ip = 1200
+idle_timeout_ms = 1000
+header_timeout_ms = 1000
+body_timeout_ms = 1000
+`
+
+// idleKind is one way of holding a connection open without using it.
+type idleKind struct {
+	name string
+	// start sends what the kind sends on c and returns; slow, if not nil,
+	// runs in its own goroutine afterwards and keeps sending until c fails.
+	start func(c net.Conn) error
+	slow  func(c net.Conn)
+	// within is how soon after it opened the server must have closed it.
+	within time.Duration
+}
+
+var idleKinds = []idleKind{
+	{
+		// The HTTP/2 preface and nothing else, not even SETTINGS: the
+		// splitter waits header_timeout_ms for a request, grpc-go then
+		// header_timeout_ms (ConnectionTimeout) for the SETTINGS frame.
+		name:   "h2-preface-only",
+		start:  func(c net.Conn) error { _, err := io.WriteString(c, http2.ClientPreface); return err },
+		within: 2*time.Second + 2*time.Second,
+	},
+	{
+		// The preface and SETTINGS, as an idle gRPC channel: grpc-go closes
+		// it after idle_timeout_ms (GOAWAY, then 5 s for the answer the
+		// client never sends).
+		name: "h2-settings-then-quiet",
+		start: func(c net.Conn) error {
+			_, err := io.WriteString(c, http2.ClientPreface+"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+			return err
+		},
+		within: time.Second + time.Second + 5*time.Second + 2*time.Second,
+	},
+	{
+		// One HTTP/1.1 request, then an idle keep-alive.
+		name: "http1-keepalive",
+		start: func(c net.Conn) error {
+			if _, err := io.WriteString(c, "GET /no-such-path HTTP/1.1\r\nHost: sepp\r\n\r\n"); err != nil {
+				return err
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return err
+			}
+			io.Copy(io.Discard, resp.Body)
+			return resp.Body.Close()
+		},
+		within: time.Second + 2*time.Second,
+	},
+	{
+		// A Connect enqueue whose body comes one byte a second.
+		name: "slowloris-body",
+		start: func(c net.Conn) error {
+			_, err := io.WriteString(c, "POST /sepp.v1.JobService/Enqueue HTTP/1.1\r\nHost: sepp\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+			return err
+		},
+		slow: func(c net.Conn) {
+			for {
+				time.Sleep(time.Second)
+				if _, err := c.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		},
+		within: time.Second + 2*time.Second,
+	},
+}
+
+// median of ds, which it sorts.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestIdleConnectionsClosed opens 300 connections of each idle kind against
+// a server with 1 s timeouts and checks that the server closes every one in
+// time, that enqueues stay fast and health SERVING meanwhile, and that the
+// heap comes back.
+func TestIdleConnectionsClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 1,200 connections")
+	}
+	const perKind = 300
+	srv := testserver.Start(t, testserver.Options{Config: attackConfig, RealTime: true})
+	conn := dialGRPC(t, srv)
+	jobs := seppv1.NewJobServiceClient(conn)
+	health := healthpb.NewHealthClient(conn)
+	ctx := context.Background()
+	n := 0
+	enqueue := func() time.Duration {
+		n++
+		start := time.Now()
+		_, err := jobs.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: "attack", JobType: "t", IdempotencyKey: proto.String(fmt.Sprint("k", n))})
+		if err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+		return time.Since(start)
+	}
+	for range 10 { // warm up
+		enqueue()
+	}
+	var before []time.Duration
+	for range 15 {
+		before = append(before, enqueue())
+	}
+	p50 := median(before)
+	heapBefore := heapInUse()
+
+	type result struct {
+		kind    string
+		elapsed time.Duration
+		err     error
+	}
+	results := make(chan result, perKind*len(idleKinds))
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, k := range idleKinds {
+		for range perKind {
+			c, err := net.Dial("tcp", srv.Addr)
+			if err != nil {
+				t.Fatalf("%s: dial: %v", k.name, err)
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			opened := time.Now()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := k.start(c); err != nil {
+					results <- result{k.name, time.Since(opened), fmt.Errorf("start: %w", err)}
+					return
+				}
+				if k.slow != nil {
+					go k.slow(c)
+				}
+				// Read until the server closes: EOF (or a reset, for a body
+				// the server stopped reading) is the close.
+				c.SetReadDeadline(time.Now().Add(30 * time.Second))
+				_, err := io.Copy(io.Discard, c)
+				if err == nil || errors.Is(err, syscall.ECONNRESET) {
+					err = nil
+				}
+				results <- result{k.name, time.Since(opened), err}
+			}()
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+
+	// During the attack: enqueues answer quickly, health says SERVING.
+	var during []time.Duration
+	for range 15 {
+		during = append(during, enqueue())
+		time.Sleep(20 * time.Millisecond)
+	}
+	res, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health during the attack: %v %v", res.GetStatus(), err)
+	}
+	bound := max(5*p50, 100*time.Millisecond)
+	if m := median(during); m > bound {
+		t.Errorf("enqueue during the attack: median %v, want <= %v (5x the %v before, at least 100ms)", m, bound, p50)
+	}
+	t.Logf("enqueue median: %v before, %v during %d idle connections", p50, median(during), perKind*len(idleKinds))
+
+	wg.Wait()
+	close(results)
+	worst := map[string]time.Duration{}
+	for r := range results {
+		k := idleKinds[slices.IndexFunc(idleKinds, func(k idleKind) bool { return k.name == r.kind })]
+		switch {
+		case r.err != nil:
+			t.Errorf("%s: %v after %v", r.kind, r.err, r.elapsed)
+		case r.elapsed > k.within:
+			t.Errorf("%s: closed by the server after %v, want within %v", r.kind, r.elapsed, k.within)
+		}
+		worst[r.kind] = max(worst[r.kind], r.elapsed)
+	}
+	for _, k := range idleKinds {
+		t.Logf("%s: the last of %d closed after %v (bound %v)", k.name, perKind, worst[k.name], k.within)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	res, err = health.Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health after the attack: %v %v", res.GetStatus(), err)
+	}
+	enqueue()
+	heapAfter := heapInUse()
+	t.Logf("heap: %d KiB before, %d KiB after", heapBefore>>10, heapAfter>>10)
+	if heapAfter > heapBefore+50<<20 {
+		t.Errorf("heap grew from %d to %d bytes, more than 50 MB", heapBefore, heapAfter)
+	}
+	// The gauge is back to the connections still open: the gRPC client's.
+	waitMetric(t, keepAliveClient(t), srv, "sepp_connections_open", func(v float64) bool { return v <= 2 })
+}
+
+// metricValue reads one sample of /metrics: name with its labels as
+// printed, like `sepp_connections_refused_total{reason="max_connections"}`.
+// It reads over hc, which keeps its connection, so that reading does not
+// change the count of open connections from one read to the next.
+func metricValue(t *testing.T, hc *http.Client, srv *testserver.Server, sample string) (float64, bool) {
+	t.Helper()
+	resp, err := hc.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Logf("GET /metrics: %v", err) // waitMetric tries again
+		return 0, false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+// keepAliveClient is an HTTP/1.1 client with one connection, closed when
+// the test ends.
+func keepAliveClient(t *testing.T) *http.Client {
+	tr := &http.Transport{MaxConnsPerHost: 1}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+func waitMetric(t *testing.T, hc *http.Client, srv *testserver.Server, sample string, ok func(float64) bool) {
+	t.Helper()
+	var v float64
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var found bool
+		if v, found = metricValue(t, hc, srv, sample); found && ok(v) {
+			return
+		}
+	}
+	t.Errorf("%s = %v", sample, v)
+}
+
+// dialFrom dials srv from the loopback address src (127.0.0.0/8 is all
+// loopback on Linux), so a test can be several clients.
+func dialFrom(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial from %s: %v", src, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// closedAtOnce checks that the server closes c within 500 ms, with nothing
+// sent.
+func closedAtOnce(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	n, err := c.Read(make([]byte, 1))
+	if n != 0 || (err != io.EOF && !errors.Is(err, syscall.ECONNRESET)) {
+		t.Errorf("%s: read %d bytes, %v; want the connection closed at once", what, n, err)
+	}
+}
+
+// stillOpen checks that c is open: a read waits.
+func stillOpen(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err := c.Read(make([]byte, 1))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("%s: %v, want the connection still open", what, err)
+	}
+	c.SetReadDeadline(time.Time{})
+}
+
+// TestConnectionLimits: a connection over max_connections_per_ip, or over
+// max_connections, is closed before anything is read; each is counted by
+// reason; closing connections makes room again.
+func TestConnectionLimits(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Config: `
+[limits]
+max_connections = 6
+max_connections_per_ip = 4
+`})
+	var held []net.Conn
+	for i := range 4 {
+		c := dialFrom(t, "127.0.0.1", srv.Addr)
+		held = append(held, c)
+		stillOpen(t, c, fmt.Sprintf("127.0.0.1 #%d", i+1))
+	}
+	closedAtOnce(t, dialFrom(t, "127.0.0.1", srv.Addr), "127.0.0.1 #5, over max_connections_per_ip")
+	for i := range 2 {
+		c := dialFrom(t, "127.0.0.2", srv.Addr)
+		held = append(held, c)
+		stillOpen(t, c, fmt.Sprintf("127.0.0.2 #%d", i+1))
+	}
+	closedAtOnce(t, dialFrom(t, "127.0.0.3", srv.Addr), "127.0.0.3 #1, over max_connections")
+	closedAtOnce(t, dialFrom(t, "127.0.0.3", srv.Addr), "127.0.0.3 #2, over max_connections")
+
+	// Room again once two close: /metrics answers on a new connection.
+	held[0].Close()
+	held[4].Close()
+	time.Sleep(300 * time.Millisecond) // for the server to see them closed
+	hc := keepAliveClient(t)
+	waitMetric(t, hc, srv, "sepp_connections_open", func(v float64) bool { return v == 5 }) // 4 held, and hc's
+	if v, _ := metricValue(t, hc, srv, `sepp_connections_refused_total{reason="max_connections_per_ip"}`); v != 1 {
+		t.Errorf("refused for max_connections_per_ip: %v, want 1", v)
+	}
+	if v, _ := metricValue(t, hc, srv, `sepp_connections_refused_total{reason="max_connections"}`); v != 2 {
+		t.Errorf("refused for max_connections: %v, want 2", v)
+	}
+	// Rate-limited: one line per reason for the two max_connections
+	// refusals, which came within logEvery.
+	logs := srv.Logs.String()
+	if got := strings.Count(logs, "reason=max_connections "); got != 1 {
+		t.Errorf("%d log lines for max_connections, want 1:\n%s", got, logs)
+	}
+	if got := strings.Count(logs, "reason=max_connections_per_ip "); got != 1 {
+		t.Errorf("%d log lines for max_connections_per_ip, want 1:\n%s", got, logs)
+	}
+}
+
+// TestLongPollOutlivesBodyTimeout: the body deadline ends with the body, so
+// a Connect Reserve that waits longer than body_timeout_ms, over HTTP/1.1
+// and over HTTP/2, answers when its wait is over, not with an error.
+func TestLongPollOutlivesBodyTimeout(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{RealTime: true, Config: `
+[limits]
+body_timeout_ms = 300
+idle_timeout_ms = 5000
+`})
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
+		tr := &http.Transport{}
+		if proto == "HTTP/2" {
+			p := new(http.Protocols)
+			p.SetUnencryptedHTTP2(true)
+			tr.Protocols = p
+		}
+		start := time.Now()
+		resp, err := (&http.Client{Transport: tr}).Post(srv.URL+"/sepp.v1.WorkerService/Reserve", "application/json",
+			strings.NewReader(`{"queues":["nothing-here"],"workerId":"w","maxJobs":1,"waitMs":1500}`))
+		if err != nil {
+			t.Fatalf("%s: %v", proto, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if took := time.Since(start); resp.StatusCode != 200 || took < 1400*time.Millisecond {
+			t.Errorf("%s: %d %s after %v, want 200 after the 1.5 s wait", proto, resp.StatusCode, body, took)
+		}
+	}
+}
