@@ -42,8 +42,10 @@ Usage:
   sepp bench worker --queues Q [flags]          a no-op worker process, for load and crash tests
   sepp version
 
-Client commands take --addr (default http://127.0.0.1:50051, env SEPP_ADDR)
-and --json for machine-readable output. Run "sepp COMMAND -h" for its flags.
+Client commands take --addr (default http://127.0.0.1:50051, env SEPP_ADDR;
+https://host:port for TLS), --token (env SEPP_TOKEN), --ca-file, --cert-file
+and --key-file (env SEPP_CA_FILE, SEPP_CERT_FILE, SEPP_KEY_FILE) and --json
+for machine-readable output. Run "sepp COMMAND -h" for its flags.
 `
 
 // version is set at build time with -ldflags "-X main.version=...".
