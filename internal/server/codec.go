@@ -30,11 +30,13 @@ func (strictJSON) Unmarshal(data []byte, m any) error {
 	if !ok {
 		return fmt.Errorf("json codec: %T is not a proto.Message", m)
 	}
+	// An error is the interceptor's to answer, as INVALID_FIELD (decode.go).
 	if len(data) == 0 {
-		return errors.New("empty body: send a JSON object, e.g. {}")
+		decodeFailed(msg, errors.New("empty body: send a JSON object, e.g. {}"))
+		return nil
 	}
 	if err := (protojson.UnmarshalOptions{}).Unmarshal(data, msg); err != nil {
-		return fmt.Errorf("%w (field names are lowerCamelCase, e.g. jobType, idempotencyKey)", err)
+		decodeFailed(msg, fmt.Errorf("%w (field names are lowerCamelCase, e.g. jobType, idempotencyKey)", err))
 	}
 	return nil
 }

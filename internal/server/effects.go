@@ -69,9 +69,16 @@ func (e *effectService) ClaimEffect(ctx context.Context, req *seppv1.ClaimEffect
 	if aerr != nil {
 		return nil, aerr
 	}
-	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
-	if wait < 0 || wait > maxEffectWait {
-		return nil, invalidField("wait_ms", "must be between 0 and %d, got %d", maxEffectWait.Milliseconds(), req.GetWaitMs())
+	wait, aerr := waitMs(req.GetWaitMs(), maxEffectWait)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if wait > 0 {
+		done, aerr := s.startLongPoll(ctx) // limits.go
+		if aerr != nil {
+			return nil, aerr
+		}
+		defer done()
 	}
 	// Wait for the holder to complete or release (a notification), or its
 	// lease to end, or our wait to end.

@@ -38,7 +38,7 @@ type jobService struct {
 func (j *jobService) Enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*seppv1.EnqueueResponse, error) {
 	job, aerr := j.s.validateEnqueue(req)
 	if aerr != nil {
-		j.s.metrics.enqueues.WithLabelValues(req.GetQueue(), "rejected").Inc()
+		j.s.metrics.enqueues.WithLabelValues(j.s.queueLabel(req.GetQueue()), "rejected").Inc()
 		return nil, aerr
 	}
 	res, err := j.s.store.EnqueueBatch(ctx, &store.EnqueueBatchParams{Jobs: []store.EnqueueJob{job}, Now: j.s.now()})
@@ -70,7 +70,7 @@ func (j *jobService) EnqueueBatch(ctx context.Context, req *seppv1.EnqueueBatchR
 				return nil, aerr.atIndex(i)
 			}
 			results[i] = itemError(aerr)
-			j.s.metrics.enqueues.WithLabelValues(r.GetQueue(), "rejected").Inc()
+			j.s.metrics.enqueues.WithLabelValues(j.s.queueLabel(r.GetQueue()), "rejected").Inc()
 			continue
 		}
 		jobs = append(jobs, job)
@@ -100,7 +100,7 @@ func (j *jobService) EnqueueBatch(ctx context.Context, req *seppv1.EnqueueBatchR
 // countRejected counts every job of a failed atomic batch as rejected.
 func (s *Server) countRejected(jobs []*seppv1.EnqueueRequest) {
 	for _, r := range jobs {
-		s.metrics.enqueues.WithLabelValues(r.GetQueue(), "rejected").Inc()
+		s.metrics.enqueues.WithLabelValues(s.queueLabel(r.GetQueue()), "rejected").Inc()
 	}
 }
 
@@ -124,6 +124,9 @@ func ackOf(r *store.EnqueueResult) *seppv1.EnqueueResponse {
 // observeEnqueue counts one enqueue outcome and logs dedup hits: one line
 // per hit, with the queue, the key and the original job id.
 func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
+	// The store took the job, or refused it for a job it holds on the
+	// queue: the queue exists (queuelabels.go).
+	s.metrics.knowQueue(job.Queue)
 	if outcome := dedupOutcome(job, r); outcome != "" {
 		s.metrics.dedupOutcomes.WithLabelValues(job.Queue, outcome).Inc()
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,9 @@ type Metrics struct {
 	// webhookRequests counts webhook requests by configured path and
 	// answered status (webhook.go).
 	webhookRequests *prometheus.CounterVec
+	// knownQueues holds the queues that exist, the only undeclared ones
+	// with series of their own (queuelabels.go).
+	knownQueues sync.Map
 }
 
 // NewMetrics creates the metrics in a registry of their own, with the Go
@@ -122,6 +126,7 @@ func (m *Metrics) ObserveCommit(ops, jobs int, d time.Duration) {
 // dedup records of queue because their jobs reached a final state their
 // release_key_on names: sepp_dedup_outcomes_total{outcome="released"}.
 func (m *Metrics) ObserveKeyReleased(queue string, n int) {
+	m.knowQueue(queue) // it held a job
 	m.dedupOutcomes.WithLabelValues(queue, "released").Add(float64(n))
 }
 
@@ -149,6 +154,7 @@ func (c jobsByState) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, q := range stats {
+		c.s.metrics.knowQueue(q.Name)
 		for _, st := range []store.JobState{store.JobStateScheduled, store.JobStateAvailable, store.JobStateReserved,
 			store.JobStateCompleted, store.JobStateDead, store.JobStateCancelled} {
 			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(q.Counts[st]), q.Name, st.String())

@@ -19,8 +19,7 @@ import (
 
 // Bounds on Reserve's arguments.
 const (
-	maxReserveJobs = 1000
-	maxWait        = 5 * time.Minute
+	maxWait = 5 * time.Minute
 	// safetyRecheck: waiting Reserve and ClaimEffect calls wake by
 	// notification only (package wakeup): an enqueue, a requeue, a resume,
 	// an effect completed or released on this node; the same from other
@@ -48,6 +47,9 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 	if len(queues) == 0 {
 		return nil, invalidField("queues", "name at least one queue to reserve from")
 	}
+	if aerr := s.checkReserveLimits(len(queues), req.GetMaxJobs()); aerr != nil { // limits.go
+		return nil, aerr
+	}
 	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), 0)
 	if aerr != nil {
 		return nil, aerr
@@ -64,14 +66,21 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 	}
 	max := int(req.GetMaxJobs())
 	switch {
-	case max < 0 || max > maxReserveJobs:
-		return nil, invalidField("max_jobs", "must be between 0 and %d (0 means 1), got %d", maxReserveJobs, max)
+	case max < 0:
+		return nil, invalidField("max_jobs", "must be between 0 and %d (0 means 1), got %d", s.cfg.Limits.MaxReserveJobs, max)
 	case max == 0:
 		max = 1
 	}
-	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
-	if wait < 0 || wait > maxWait {
-		return nil, invalidField("wait_ms", "must be between 0 and %d, got %d", maxWait.Milliseconds(), req.GetWaitMs())
+	wait, aerr := waitMs(req.GetWaitMs(), maxWait)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if wait > 0 {
+		done, aerr := s.startLongPoll(ctx) // limits.go
+		if aerr != nil {
+			return nil, aerr
+		}
+		defer done()
 	}
 	var jobs []store.ReservedJob
 	var now time.Time

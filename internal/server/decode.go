@@ -1,0 +1,113 @@
+package server
+
+import (
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// A request that does not decode (invalid wire format, a truncated message,
+// invalid UTF-8 in a string field, bad JSON) is INVALID_FIELD, with the
+// server's ErrorInfo, on both stacks. Neither stack lets a codec choose the
+// error: grpc-go answers a codec error with Internal, connect-go with a bare
+// InvalidArgument. So the codecs below do not fail: they empty the message
+// and leave the decoding error in it as an unknown field (decodeFailed),
+// and the interceptors, which see the message before any handler, answer
+// with the error (decodeError).
+
+// decodeErrorField is the field number of the mark: the largest protobuf
+// allows, never used by a Sepp message.
+const decodeErrorField protowire.Number = protowire.MaxValidNumber
+
+// decodeFailed empties m and marks it with err.
+func decodeFailed(m proto.Message, err error) {
+	proto.Reset(m)
+	mark := protowire.AppendTag(nil, decodeErrorField, protowire.BytesType)
+	mark = protowire.AppendBytes(mark, []byte(err.Error()))
+	m.ProtoReflect().SetUnknown(mark)
+}
+
+// decodeError is the INVALID_FIELD error of a message decodeFailed marked,
+// or nil.
+func decodeError(req any) *apiError {
+	m, ok := req.(proto.Message)
+	if !ok || m == nil {
+		return nil
+	}
+	u := m.ProtoReflect().GetUnknown()
+	if len(u) == 0 {
+		return nil
+	}
+	num, typ, n := protowire.ConsumeTag(u)
+	if n < 0 || num != decodeErrorField || typ != protowire.BytesType {
+		return nil
+	}
+	text, k := protowire.ConsumeBytes(u[n:])
+	if k < 0 {
+		return nil
+	}
+	e := invalidField("request", "cannot decode the %s message: %s", m.ProtoReflect().Descriptor().FullName(), text)
+	return e
+}
+
+// grpcCodec is grpc-go's proto codec with decodeFailed for errors
+// (grpc.ForceServerCodecV2).
+type grpcCodec struct{ encoding.CodecV2 }
+
+func newGRPCCodec() grpcCodec { return grpcCodec{encoding.GetCodecV2(grpcproto.Name)} }
+
+func (c grpcCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	err := c.CodecV2.Unmarshal(data, v)
+	if m, ok := v.(proto.Message); ok && err != nil {
+		decodeFailed(m, err)
+		return nil
+	}
+	return err
+}
+
+// decodeErrorsStream answers a streaming call's undecodable message (gRPC
+// health Watch, reflection) as the unary interceptor does.
+func decodeErrorsStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, decodeCheckedStream{ss})
+}
+
+type decodeCheckedStream struct{ grpc.ServerStream }
+
+func (s decodeCheckedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if aerr := decodeError(m); aerr != nil {
+		return grpcError(aerr)
+	}
+	return nil
+}
+
+// connectProto is connect-go's binary codec with decodeFailed for errors.
+type connectProto struct{}
+
+func (connectProto) Name() string { return "proto" }
+
+func (connectProto) Marshal(m any) ([]byte, error) {
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("proto codec: %T is not a proto.Message", m)
+	}
+	return proto.Marshal(msg)
+}
+
+func (connectProto) Unmarshal(data []byte, m any) error {
+	msg, ok := m.(proto.Message)
+	if !ok {
+		return fmt.Errorf("proto codec: %T is not a proto.Message", m)
+	}
+	if err := proto.Unmarshal(data, msg); err != nil {
+		decodeFailed(msg, err)
+	}
+	return nil
+}

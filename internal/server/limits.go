@@ -1,0 +1,181 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc/peer"
+)
+
+// The [limits] table (config.LimitsConfig) in force: what one request or one
+// connection may ask of the node. Each bound is refused with LIMIT_EXCEEDED
+// (ResourceExhausted), naming its key (docs/security.md, Limits on requests).
+
+// limitExceeded is the error of a call over the bound key (a [limits] key
+// without its table, or a full key) whose value is limit.
+func limitExceeded(key string, limit int64, format string, args ...any) *apiError {
+	e := newError(connect.CodeResourceExhausted, ReasonLimitExceeded, format, args...)
+	e.metadata = map[string]string{"limit": key, "value": strconv.FormatInt(limit, 10)}
+	return e
+}
+
+// longPolls counts the waiting calls (Reserve and ClaimEffect with
+// wait_ms > 0) of each connection and of the node.
+type longPolls struct {
+	mu     sync.Mutex
+	total  int
+	byConn map[string]int
+}
+
+// peerKey is the context key of the client connection's address, set by the
+// Connect interceptor (grpc-go calls carry a peer.Peer instead).
+type peerKey struct{}
+
+// connOf names the connection a call came on: its remote address and port,
+// unique among the node's open connections.
+func connOf(ctx context.Context) string {
+	if a, ok := ctx.Value(peerKey{}).(string); ok && a != "" {
+		return a
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
+}
+
+// withPeer records a Connect call's remote address for connOf.
+func withPeer(ctx context.Context, addr string) context.Context {
+	return context.WithValue(ctx, peerKey{}, addr)
+}
+
+// startLongPoll admits one waiting call of ctx's connection, or refuses it
+// over limits.max_long_polls_per_connection or limits.max_long_polls. The
+// caller calls done when the call ends.
+func (s *Server) startLongPoll(ctx context.Context) (done func(), aerr *apiError) {
+	l := s.cfg.Limits
+	conn := connOf(ctx)
+	p := &s.polls
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.total >= l.MaxLongPolls {
+		return nil, limitExceeded("max_long_polls", int64(l.MaxLongPolls),
+			"the node already holds %d waiting calls, its limit (limits.max_long_polls = %d): retry later, or with wait_ms = 0", p.total, l.MaxLongPolls)
+	}
+	if n := p.byConn[conn]; n >= l.MaxLongPollsPerConnection {
+		return nil, limitExceeded("max_long_polls_per_connection", int64(l.MaxLongPollsPerConnection),
+			"this connection already has %d waiting calls, its limit (limits.max_long_polls_per_connection = %d): wait for one to return before starting another, or send with wait_ms = 0", n, l.MaxLongPollsPerConnection)
+	}
+	if p.byConn == nil {
+		p.byConn = map[string]int{}
+	}
+	p.total++
+	p.byConn[conn]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.total--
+			if p.byConn[conn]--; p.byConn[conn] <= 0 {
+				delete(p.byConn, conn)
+			}
+		})
+	}, nil
+}
+
+// checkReserveLimits applies limits.max_reserve_queues and
+// limits.max_reserve_jobs to a Reserve, before it looks at any queue.
+func (s *Server) checkReserveLimits(queues int, maxJobs int32) *apiError {
+	l := s.cfg.Limits
+	if queues > l.MaxReserveQueues {
+		return limitExceeded("max_reserve_queues", int64(l.MaxReserveQueues),
+			"Reserve names %d queues; the limit is %d (limits.max_reserve_queues): name fewer queues, or run several workers", queues, l.MaxReserveQueues)
+	}
+	if int64(maxJobs) > int64(l.MaxReserveJobs) {
+		return limitExceeded("max_reserve_jobs", int64(l.MaxReserveJobs),
+			"max_jobs is %d; the limit is %d (limits.max_reserve_jobs): ask for fewer jobs per Reserve", maxJobs, l.MaxReserveJobs)
+	}
+	return nil
+}
+
+// waitMs reads the wait_ms of a Reserve or ClaimEffect: 0 to max, checked
+// before it becomes a duration, so a huge value cannot wrap around.
+func waitMs(ms int64, max time.Duration) (time.Duration, *apiError) {
+	if ms < 0 || ms > max.Milliseconds() {
+		return 0, invalidField("wait_ms", "must be between 0 and %d, got %d", max.Milliseconds(), ms)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// requestBytes is the largest request message the transports read.
+func (s *Server) requestBytes() int64 { return s.cfg.Limits.RequestBytes(s.cfg.Server) }
+
+// How long, and how much, of a refused body the server reads and drops so
+// that the client gets the answer before the connection closes.
+const (
+	refusedBodyDrain      = time.Second
+	refusedBodyDrainBytes = 256 << 20
+)
+
+// limitBody refuses an HTTP request whose Content-Length is over the request
+// limit before reading any of it, and caps the body of any other request, so
+// an oversized body is never buffered. The refusal is a Connect error in the
+// request's protocol (Connect, gRPC-Web or gRPC).
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	max := s.requestBytes()
+	ew := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		refuse := func(size string) {
+			aerr := limitExceeded("max_request_bytes", max,
+				"the request body is %s bytes; the limit is %d (limits.max_request_bytes, derived from max_payload_bytes and max_batch_size unless set): send smaller requests, or split the batch", size, max)
+			// The connection is closed after the answer. Closing it with
+			// unread bytes would reset it, and the client could lose the
+			// answer: so the answer goes out first, and the body is read
+			// and dropped for a moment (never kept) while the client
+			// reads it.
+			rc := http.NewResponseController(w)
+			_ = rc.EnableFullDuplex() // HTTP/1.1: read the body after answering
+			w.Header().Set("Connection", "close")
+			if ew.IsSupported(r) {
+				_ = ew.Write(w, r, connectError(aerr))
+			} else {
+				http.Error(w, aerr.msg, http.StatusRequestEntityTooLarge)
+			}
+			_ = rc.Flush()
+			_ = rc.SetReadDeadline(time.Now().Add(refusedBodyDrain))
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, refusedBodyDrainBytes))
+		}
+		// Framing (the 5-byte envelopes of gRPC-Web and the Connect
+		// streaming protocol, their end-of-stream message) comes on top of
+		// one message.
+		limit := max + 1024
+		switch {
+		case r.ContentLength > limit:
+			refuse(strconv.FormatInt(r.ContentLength, 10))
+			return
+		case r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody:
+			// No length given: read at most the limit, as the codec would
+			// have, and refuse the body if there is more.
+			body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+			if err != nil {
+				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if int64(len(body)) > limit {
+				refuse("more than " + strconv.FormatInt(limit, 10))
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		case r.Body != nil && r.Body != http.NoBody:
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
