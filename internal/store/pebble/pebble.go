@@ -132,8 +132,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// refused before Pebble starts anything.
 	lock, err := pebble.LockDirectory(opts.Path, vfs.Default)
 	if err != nil {
-		return nil, fmt.Errorf("pebble: the data directory %s is in use; run one sepp per data directory: %w", opts.Path, err)
+		return nil, lockedError(opts.Path, err) // names the holder: holder.go
 	}
+	// Who holds the lock, for a second server to name (holder.go); the
+	// lock itself is what keeps it out, so a failure here is not fatal.
+	_ = writeHolder(opts.Path)
 	// Pebble drops a torn record at the end of the newest log silently;
 	// read it first, so the recovery report can say so.
 	torn, err := checkWALTail(opts.Path)
@@ -288,7 +291,7 @@ func (s *Store) Close() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.closed = true
-		err = errors.Join(s.db.Close(), s.ack.close(), s.lock.Close())
+		err = errors.Join(s.db.Close(), s.ack.close(), removeHolder(s.opts.Path), s.lock.Close())
 	})
 	return err
 }
