@@ -51,7 +51,11 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	ctx := context.Background()
-	client, err := sepp.NewClient(ctx, target, sepp.Config{DisableBatching: *noBatch, MaxInFlight: *inFlight, FailFast: true})
+	cfg := sepp.Config{DisableBatching: *noBatch, MaxInFlight: *inFlight, FailFast: true}
+	if err := bf.conn.apply(&cfg, target); err != nil {
+		return err
+	}
+	client, err := sepp.NewClient(ctx, target, cfg)
 	if err != nil {
 		return err
 	}
@@ -163,12 +167,14 @@ func benchKeys(n int, dup float64) []int {
 // and profiling.
 type benchFlags struct {
 	addr, data, cpuProfile string
+	conn                   connFlags
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", os.Getenv("SEPP_ADDR"), "server to load (env SEPP_ADDR); empty: start a server in this process on a fresh data directory")
 	fs.StringVar(&f.data, "data", "", "data directory of the server this command starts (default: a temporary directory, removed after)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client, and the server when in-process) to `file`")
+	f.conn.register(fs) // --token, --ca-file, --cert-file, --key-file (clienttls.go)
 }
 
 // start starts the profile and, without -addr, an in-process server. It

@@ -28,6 +28,8 @@ func runBenchWorker(args []string, stdout, stderr io.Writer) error {
 	c := fs.Int("c", 16, "worker goroutines")
 	sleep := fs.Duration("sleep", 0, "how long each job's handler sleeps")
 	record := fs.String("record", "", "append a line \"JOB_ID ATTEMPT LEASE_TOKEN\" to this `file` when a handler starts")
+	var conn connFlags
+	conn.register(fs) // --token, --ca-file, --cert-file, --key-file (clienttls.go)
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
@@ -48,7 +50,11 @@ func runBenchWorker(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	// Waits for the server, logging each wait, so start order does not matter.
-	client, err := sepp.NewClient(ctx, *addr, sepp.Config{Logger: logger})
+	cfg := sepp.Config{Logger: logger}
+	if err := conn.apply(&cfg, *addr); err != nil {
+		return err
+	}
+	client, err := sepp.NewClient(ctx, *addr, cfg)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,12 @@ type connFlags struct {
 
 func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.token, "token", os.Getenv("SEPP_TOKEN"), "send this token as authorization: Bearer (env SEPP_TOKEN)")
+	f.registerTLS(fs)
+}
+
+// registerTLS registers the TLS flags alone, for a command that sends no
+// token.
+func (f *connFlags) registerTLS(fs *flag.FlagSet) {
 	fs.StringVar(&f.caFile, "ca-file", os.Getenv("SEPP_CA_FILE"), "verify an https:// server against the PEM CA certificates in this `file` instead of the system's (env SEPP_CA_FILE)")
 	fs.StringVar(&f.certFile, "cert-file", os.Getenv("SEPP_CERT_FILE"), "mutual TLS: present the PEM client certificate in this `file` (env SEPP_CERT_FILE; needs --key-file)")
 	fs.StringVar(&f.keyFile, "key-file", os.Getenv("SEPP_KEY_FILE"), "mutual TLS: the PEM private key of --cert-file (env SEPP_KEY_FILE)")
@@ -63,13 +69,19 @@ func (f *connFlags) tlsConfig() (*tls.Config, error) {
 // apply sets cfg's Token and TLS from the flags, for a client of addr.
 func (f *connFlags) apply(cfg *sepp.Config, addr string) error {
 	cfg.Token = f.token
+	tc, err := f.tlsFor(addr)
+	cfg.TLS = tc
+	return err
+}
+
+// tlsFor is tlsConfig, refused for an address that is not https://.
+func (f *connFlags) tlsFor(addr string) (*tls.Config, error) {
 	tc, err := f.tlsConfig()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if tc != nil && !strings.HasPrefix(addr, "https://") && !strings.HasPrefix(addr, "grpcs://") {
-		return fmt.Errorf("--ca-file, --cert-file and --key-file are for TLS: give an https:// address (--addr %s)", addr)
+		return nil, fmt.Errorf("--ca-file, --cert-file and --key-file are for TLS: give an https:// address (--addr %s)", addr)
 	}
-	cfg.TLS = tc
-	return nil
+	return tc, nil
 }

@@ -41,7 +41,11 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 	}
 	defer stop()
 	ctx := context.Background()
-	client, err := sepp.NewClient(ctx, target, sepp.Config{FailFast: true})
+	cfg := sepp.Config{FailFast: true}
+	if err := bf.conn.apply(&cfg, target); err != nil {
+		return err
+	}
+	client, err := sepp.NewClient(ctx, target, cfg)
 	if err != nil {
 		return err
 	}

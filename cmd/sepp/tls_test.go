@@ -18,7 +18,8 @@ import (
 func TestCLITLSFlags(t *testing.T) {
 	ca := testserver.NewCA(t, "Sepp Test CA")
 	clientCA := testserver.NewCA(t, "Sepp Client CA")
-	srv := testserver.Start(t, testserver.Options{Config: "[server]\n" + testserver.TLSConfig(ca.Server(t, "server"), clientCA)})
+	srv := testserver.Start(t, testserver.Options{Config: "[server]\n" + testserver.TLSConfig(ca.Server(t, "server"), clientCA) +
+		"\n[[webhooks]]\npath = \"/hooks/plain\"\nqueue = \"events\"\njob_type = \"plain.event\"\n"})
 	client := clientCA.Client(t, "cli")
 
 	out, _, err := cli(t, "queues", "--addr", srv.URL, "--token", "t0ken", "--ca-file", ca.File, "--cert-file", client.CertFile, "--key-file", client.KeyFile)
@@ -33,6 +34,13 @@ func TestCLITLSFlags(t *testing.T) {
 	}
 	if _, _, err := cli(t, "queues", "--addr", "http://"+srv.Addr, "--ca-file", ca.File); err == nil || !strings.Contains(err.Error(), "https://") {
 		t.Errorf("--ca-file with an http:// address: %v", err)
+	}
+
+	// sepp webhook test takes the TLS flags too.
+	out, _, err = cli(t, "webhook", "test", "--addr", srv.URL, "--ca-file", ca.File, "--cert-file", client.CertFile, "--key-file", client.KeyFile,
+		"--path", "/hooks/plain", "--key", "tls-1", "--body", `{"n":1}`)
+	if err != nil || !strings.Contains(out, "202 Accepted") {
+		t.Fatalf("webhook test over mutual TLS: %v\n%s", err, out)
 	}
 
 	t.Setenv("SEPP_ADDR", srv.URL)

@@ -41,6 +41,8 @@ func runWebhookTest(args []string, stdout, stderr io.Writer) error {
 		addr = defaultAddr
 	}
 	fs.StringVar(&addr, "addr", addr, "server address (env SEPP_ADDR)")
+	var conn connFlags
+	conn.registerTLS(fs) // --ca-file, --cert-file, --key-file (clienttls.go)
 	path := fs.String("path", "", "the webhook's path, like /hooks/github (required)")
 	key := fs.String("key", "", "the idempotency key, sent in --key-header (empty: none)")
 	keyHeader := fs.String("key-header", "Idempotency-Key", "the header the key goes in, like X-GitHub-Delivery")
@@ -101,7 +103,15 @@ func runWebhookTest(args []string, stdout, stderr io.Writer) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	hc := http.DefaultClient
+	if tc, err := conn.tlsFor(addr); err != nil {
+		return err
+	} else if tc != nil {
+		tr := &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}
+		defer tr.CloseIdleConnections()
+		hc = &http.Client{Transport: tr}
+	}
+	resp, err := hc.Do(req.WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("POST %s: %w\n(is the server running? start it with: sepp serve)", req.URL, err)
 	}
