@@ -4,6 +4,7 @@
 //	sepp enqueue --queue q --type t [--key k] [--payload ... | --payload-file f]
 //	sepp job get ID | sepp job cancel ID
 //	sepp key lookup --queue q KEY | sepp key release --queue q KEY
+//	sepp token create --name N --roles producer,worker [--queues 'payments*']
 //	sepp webhook test --path /hooks/x --key k --body @file [--scheme github --secret-env NAME]
 //	sepp bench enqueue [-n 100000] [-c 32] [-dup 0.2] [-payload 256]
 //

@@ -58,10 +58,10 @@ var callRoles = map[string][]string{
 	seppv1connect.AdminServiceResumeQueueProcedure:     nil,
 }
 
-// RolesFor returns the roles that may call procedure
+// rolesFor returns the roles that may call procedure
 // ("/sepp.v1.JobService/Enqueue"), admin last; nil for a procedure outside
 // Sepp's services (health, reflection), which needs no token.
-func RolesFor(procedure string) []string {
+func rolesFor(procedure string) []string {
 	if !guarded(procedure) {
 		return nil
 	}
@@ -205,7 +205,7 @@ func (s *Server) authorize(ctx context.Context, procedure, header string, req an
 		return ctx, aerr
 	}
 	ctx = context.WithValue(ctx, principalKey{}, t)
-	roles := RolesFor(procedure)
+	roles := rolesFor(procedure)
 	if !slices.ContainsFunc(roles, t.HasRole) {
 		return ctx, newError(connect.CodePermissionDenied, ReasonPermissionDenied,
 			"token %q (roles %s) may not call %s: that needs a token with the role %s",

@@ -64,7 +64,7 @@ func authConfig(extra string) string {
 type rpcCase struct {
 	proc    string
 	grpc    func(ctx context.Context, cc *grpc.ClientConn, token string) error
-	connect func(ctx context.Context, base, token string) error
+	connect func(ctx context.Context, base, token string, opts ...connect.ClientOption) error
 }
 
 func rpc[Req, Res any](proc string, req *Req) rpcCase {
@@ -76,8 +76,8 @@ func rpc[Req, Res any](proc string, req *Req) rpcCase {
 			}
 			return cc.Invoke(ctx, proc, req, new(Res))
 		},
-		connect: func(ctx context.Context, base, token string) error {
-			c := connect.NewClient[Req, Res](http.DefaultClient, base+proc)
+		connect: func(ctx context.Context, base, token string, opts ...connect.ClientOption) error {
+			c := connect.NewClient[Req, Res](http.DefaultClient, base+proc, opts...)
 			r := connect.NewRequest(req)
 			if token != "" {
 				r.Header().Set("Authorization", "Bearer "+token)
@@ -145,7 +145,7 @@ var allowedRoles = map[string][]string{
 }
 
 // TestAuthEveryRPCEveryRole calls every RPC with every role's token, no
-// token and an unknown token, on gRPC and on Connect: an allowed call is
+// token and an unknown token, on gRPC, Connect and gRPC-Web: an allowed call is
 // not refused for auth reasons, a refused one gets exactly UNAUTHENTICATED
 // or PERMISSION_DENIED.
 func TestAuthEveryRPCEveryRole(t *testing.T) {
@@ -176,17 +176,20 @@ func TestAuthEveryRPCEveryRole(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			gerr := c.grpc(ctx, cc, who.secret)
 			cerr := c.connect(ctx, srv.URL, who.secret)
+			werr := c.connect(ctx, srv.URL, who.secret, connect.WithGRPCWeb())
 			cancel()
 			gotG := status.Code(gerr)
-			gotC := codes.Code(connect.CodeOf(cerr))
-			if cerr == nil {
-				gotC = codes.OK
+			connectCode := func(err error) codes.Code {
+				if err == nil {
+					return codes.OK
+				}
+				return codes.Code(connect.CodeOf(err))
 			}
 			for _, got := range []struct {
 				stack string
 				code  codes.Code
 				err   error
-			}{{"gRPC", gotG, gerr}, {"Connect", gotC, cerr}} {
+			}{{"gRPC", gotG, gerr}, {"Connect", connectCode(cerr), cerr}, {"gRPC-Web", connectCode(werr), werr}} {
 				authCode := got.code == codes.Unauthenticated || got.code == codes.PermissionDenied
 				switch {
 				case want == codes.OK && authCode:
