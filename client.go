@@ -8,6 +8,9 @@
 //	// ack.Deduplicated is true when the key was already recorded: ack.JobID
 //	// then names the original job.
 //
+// An https:// address connects over TLS (Config.TLS for a private CA or a
+// client certificate); Config.Token is sent as a bearer token on every RPC.
+//
 // A Client is safe for concurrent use. Concurrent Enqueue calls are coalesced
 // into EnqueueBatch RPCs (natural batching: while the batches in flight, two
 // at most by default, are busy, the next calls gather and go together when one
