@@ -93,12 +93,19 @@ func TestTLSOnePort(t *testing.T) {
 	if proto != "HTTP/1.1" {
 		t.Errorf("proto = %s, want HTTP/1.1", proto)
 	}
-	proto, id2 := connectEnqueue(t, httpsClient(t, tc, true), srv.URL, "k-connect")
+	h2 := httpsClient(t, tc, true)
+	proto, id2 := connectEnqueue(t, h2, srv.URL, "k-connect")
 	if proto != "HTTP/2.0" {
 		t.Errorf("proto = %s, want HTTP/2.0", proto)
 	}
 	if id1 != id2 {
 		t.Errorf("HTTP/2 enqueue got job %s, want the HTTP/1.1 one %s", id2, id1)
+	}
+	// A gRPC call on that HTTP/2 connection, which net/http serves since
+	// its first request was Connect: it reaches the gRPC stack all the same.
+	g, err := seppv1connect.NewJobServiceClient(h2, srv.URL, connect.WithGRPC()).GetJob(ctx, &seppv1.GetJobRequest{JobId: id1})
+	if err != nil || g.GetJob().GetJobId() != id1 {
+		t.Errorf("gRPC GetJob on the Connect connection: %v, %v", g, err)
 	}
 	// The gRPC key, seen over Connect: one store behind both stacks.
 	if _, id := connectEnqueue(t, httpsClient(t, tc, true), srv.URL, "k-grpc"); id != ack.JobID {
