@@ -93,7 +93,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (set [server] listen or SEPP_LISTEN to another address)", cfg.Server.Listen, err)
+		return fmt.Errorf("%slisten on %s: %w (set [server] listen or SEPP_LISTEN to another address)", cfg.Where("server.listen"), cfg.Server.Listen, err)
 	}
 	go func() { // SIGHUP: hup, above
 		for {

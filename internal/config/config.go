@@ -69,6 +69,9 @@ type Config struct {
 	// undeclared is the resolved settings of an undeclared queue, without a
 	// name; valid when byName is not nil.
 	undeclared QueueConfig
+	// from says where each key was set, for Where (where.go); nil for a
+	// config built in code.
+	from *keyOrigins
 }
 
 // ServerConfig is the [server] section.

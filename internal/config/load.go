@@ -52,6 +52,7 @@ func load(name string, data []byte, lookupEnv func(string) (string, bool)) (*Con
 		return nil, err
 	}
 	c.buildIndex()
+	c.from = &keyOrigins{file: name, org: org} // for Where: where.go
 	return &c, nil
 }
 

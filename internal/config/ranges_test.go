@@ -189,3 +189,23 @@ func TestQueueNamesVisible(t *testing.T) {
 		}
 	}
 }
+
+func TestWhere(t *testing.T) {
+	c, err := Parse("sepp.toml", []byte("[server]\nstrict = true\nlisten = \"127.0.0.1:7\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Where("server.listen"); got != "sepp.toml:3: server.listen: " {
+		t.Errorf("from the file: %q", got)
+	}
+	if got := c.Where("storage.path"); got != "storage.path: " {
+		t.Errorf("a default: %q", got)
+	}
+	c, err = load("", nil, func(k string) (string, bool) { return "127.0.0.1:8", k == EnvListen })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Where("server.listen"); got != "SEPP_LISTEN: " {
+		t.Errorf("from the environment: %q", got)
+	}
+}
