@@ -207,9 +207,11 @@ func (s *Server) authorize(ctx context.Context, procedure, header string, req an
 	ctx = context.WithValue(ctx, principalKey{}, t)
 	roles := rolesFor(procedure)
 	if !slices.ContainsFunc(roles, t.HasRole) {
-		return ctx, newError(connect.CodePermissionDenied, ReasonPermissionDenied,
+		e := newError(connect.CodePermissionDenied, ReasonPermissionDenied,
 			"token %q (roles %s) may not call %s: that needs a token with the role %s",
 			t.Name, strings.Join(t.Roles, ", "), strings.TrimPrefix(procedure, "/"), orList(roles))
+		e.metadata = map[string]string{"token": t.Name, "roles": strings.Join(roles, ",")}
+		return ctx, e
 	}
 	if aerr := s.checkRequestQueues(ctx, req); aerr != nil {
 		return ctx, aerr
@@ -322,8 +324,10 @@ func allowQueue(t *token, queue string) *apiError {
 	if t == nil || t.AllowsQueue(queue) {
 		return nil
 	}
-	return newError(connect.CodePermissionDenied, ReasonPermissionDenied,
+	e := newError(connect.CodePermissionDenied, ReasonPermissionDenied,
 		"token %q may not touch queue %q: its queues are %s; use a token whose queues include it", t.Name, queue, strings.Join(t.Queues, ", "))
+	e.metadata = map[string]string{"token": t.Name, "queue": queue}
+	return e
 }
 
 // allowJobQueue is allowQueue for the caller of ctx and a job's queue, for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -272,6 +274,9 @@ func TestAuthQueueScope(t *testing.T) {
 	if err != nil && !strings.Contains(err.Error(), `"emails"`) {
 		t.Errorf("the refusal does not name the queue: %v", err)
 	}
+	if info := errorInfo(err); info.GetReason() != "PERMISSION_DENIED" || info.GetMetadata()["queue"] != "emails" || info.GetMetadata()["token"] != "pay" {
+		t.Errorf("ErrorInfo of the refusal: %v", info)
+	}
 	_, err = pay.EnqueueBatch(ctx, &seppv1.EnqueueBatchRequest{Jobs: []*seppv1.EnqueueRequest{
 		{Queue: "payments", JobType: "charge"}, {Queue: "emails", JobType: "receipt"}}})
 	wantCode(t, "batch with a job on emails", err, connect.CodePermissionDenied)
@@ -317,6 +322,22 @@ func TestAuthQueueScope(t *testing.T) {
 }
 
 func strPtr(s string) *string { return &s }
+
+// errorInfo returns the ErrorInfo detail of a Connect error, or nil.
+func errorInfo(err error) *errdetails.ErrorInfo {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if info, ok := v.(*errdetails.ErrorInfo); ok {
+				return info
+			}
+		}
+	}
+	return nil
+}
 
 // TestAuthNothingWrittenWithoutToken: an enqueue without a token, or with an
 // unknown one, writes nothing, and a read returns no payload.
