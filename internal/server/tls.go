@@ -151,9 +151,10 @@ func (s *Server) ReloadTLS() error {
 }
 
 // connTLSState returns the TLS state of a connection the splitter handed
-// on, or nil for a cleartext one.
+// on, or nil for a cleartext one. A wrapper around such a connection keeps
+// its TLS state visible if it has a NetConn method, as *tls.Conn does.
 func connTLSState(c net.Conn) *tls.ConnectionState {
-	for {
+	for range 16 {
 		switch cc := c.(type) {
 		case *tls.Conn:
 			st := cc.ConnectionState()
@@ -162,10 +163,13 @@ func connTLSState(c net.Conn) *tls.ConnectionState {
 			c = cc.Conn
 		case *ackDropConn:
 			c = cc.replayConn
+		case interface{ NetConn() net.Conn }:
+			c = cc.NetConn()
 		default:
 			return nil
 		}
 	}
+	return nil
 }
 
 // tlsStateKey is the context key of a connection's *tls.ConnectionState,
