@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -135,15 +136,16 @@ func IsLoopback(listen string) bool {
 
 // CheckExposure returns the error sepp serve stops with when the server
 // would listen beyond loopback with no token configured and
-// allow_unauthenticated is not set, or nil.
+// allow_unauthenticated is not set, or nil. The message starts with where
+// listen was set (Where).
 func (c *Config) CheckExposure() error {
 	if c.Auth.Enabled() || c.Server.AllowUnauthenticated || IsLoopback(c.Server.Listen) {
 		return nil
 	}
-	return &Error{Key: "server.listen", Msg: fmt.Sprintf(
+	return errors.New(c.Where("server.listen") + fmt.Sprintf(
 		"%q is not a loopback address, so other machines can reach the server, and [auth] has no tokens, so they could call everything: "+
 			"configure [[auth.tokens]] (sepp token create prints the lines), or set [server] allow_unauthenticated = true to accept the risk, "+
-			"or listen on 127.0.0.1", c.Server.Listen)}
+			"or listen on 127.0.0.1", c.Server.Listen))
 }
 
 // validateAuth checks [auth] and the [server] keys that go with it into v.

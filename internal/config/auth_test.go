@@ -69,7 +69,7 @@ func TestAuthBad(t *testing.T) {
 			`sepp.toml:4: auth.tokens[0].secret_env: cannot be set together with secret_sha256; keep one of secret_sha256, secret_env and secret_file`},
 		{"short hash", tok("name = \"a\"\nsecret_sha256 = \"abc\"\nroles = [\"admin\"]\n"),
 			`sepp.toml:3: auth.tokens[0].secret_sha256: must be 64 hex digits, the SHA-256 of the secret (sepp token create prints it), got 3 characters (the hex SHA-256 of the token's secret, as sepp token create prints it)`},
-		{"same hash twice", tok("name = \"a\"\nsecret_sha256 = \"" + hash64 + "\"\nroles = [\"admin\"]\n") + tok("name = \"b\"\nsecret_sha256 = \"" + hash64 + "\"\nroles = [\"admin\"]\n"),
+		{"same hash twice", tok("name = \"a\"\nsecret_sha256 = \""+hash64+"\"\nroles = [\"admin\"]\n") + tok("name = \"b\"\nsecret_sha256 = \""+hash64+"\"\nroles = [\"admin\"]\n"),
 			`sepp.toml:7: auth.tokens[1].secret_sha256: is the same as the secret_sha256 of the token at line 3: two tokens with one secret cannot be told apart; create a new secret with sepp token create`},
 		{"bad env name", tok("name = \"a\"\nsecret_env = \"A=B\"\nroles = [\"admin\"]\n"),
 			`sepp.toml:3: auth.tokens[0].secret_env: must be an environment variable name, like "SEPP_TOKEN_BILLING", got "A=B" (the environment variable holding the token's secret)`},
@@ -109,6 +109,13 @@ func TestAuthBad(t *testing.T) {
 }
 
 func TestCheckExposure(t *testing.T) {
+	c, err := Parse("sepp.toml", []byte("[server]\n\nlisten = \"0.0.0.0:50051\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CheckExposure(); err == nil || !strings.HasPrefix(err.Error(), `sepp.toml:3: server.listen: "0.0.0.0:50051" is not a loopback address`) {
+		t.Errorf("from the file: %v", err)
+	}
 	for _, tc := range []struct {
 		listen string
 		open   bool // listening beyond loopback
