@@ -148,6 +148,23 @@ func loadTokens(cfg *config.Config) ([]*token, error) {
 	return out, nil
 }
 
+// logAuth says at start whether calls need a token, and warns when the
+// port is open beyond loopback without one.
+func (s *Server) logAuth() {
+	switch {
+	case len(s.tokens) > 0:
+		names := make([]string, len(s.tokens))
+		for i, t := range s.tokens {
+			names[i] = t.Name
+		}
+		s.log.Info("auth on: every API call needs a token", "tokens", strings.Join(names, ","),
+			"metrics_token_role", s.cfg.Auth.MetricsTokenRole)
+	case !config.IsLoopback(s.cfg.Server.Listen):
+		s.log.Warn("auth off beyond loopback (allow_unauthenticated = true): anyone who can reach the port can call everything",
+			"listen", s.cfg.Server.Listen)
+	}
+}
+
 // CheckAuthSecrets reads every token's secret as the server does at start,
 // for sepp serve --check-config; the error is the one the server would stop
 // with.

@@ -125,6 +125,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.tokens = tokens
+	s.logAuth()
 	s.wake = wakeup.New(wakeup.Options{Now: s.now, Recheck: safetyRecheck})
 	s.sweep = sweep.New(sweep.Options{
 		Store:              s.store,
