@@ -245,3 +245,46 @@ func TestTLSReloadSwapsClientCA(t *testing.T) {
 		t.Fatal("old CA's client accepted after the reload")
 	}
 }
+
+// TestSplitterTLSHandshakeTimeout: a connection that does not complete its
+// TLS handshake within the sniff timeout is closed, and the failure is
+// reported.
+func TestSplitterTLSHandshakeTimeout(t *testing.T) {
+	ca := newTestCert(t, "ca", nil)
+	srvCert := newTestCert(t, "server", ca)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := NewPrefaceSplitter(ln, 200*time.Millisecond)
+	failed := make(chan error, 1)
+	sp.SetTLS(&tls.Config{Certificates: []tls.Certificate{srvCert.tls()}}, func(_ net.Addr, err error) { failed <- err })
+	done := make(chan error, 1)
+	go func() { done <- sp.Serve() }()
+	defer func() { sp.Close(); <-done }()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte{0x16, 0x03}) // the start of a ClientHello, never finished
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read data from a connection whose handshake never finished")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the splitter kept the connection open past its timeout")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("closed after %v", d)
+	}
+	select {
+	case err := <-failed:
+		if err == nil {
+			t.Error("handshake failure reported as nil")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("handshake failure not reported")
+	}
+}
