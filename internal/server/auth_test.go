@@ -501,3 +501,32 @@ roles = ["reader"]
 		}
 	}
 }
+
+// TestAuthDeadJobsByID: a token limited to payments* may not requeue or
+// purge a dead job of emails by its id; the job stays dead.
+func TestAuthDeadJobsByID(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Config: authConfig("")})
+	ctx := context.Background()
+	jobs, opts := connectJobs(srv.URL, adminSecret)
+	worker := seppv1connect.NewWorkerServiceClient(http.DefaultClient, srv.URL, opts...)
+	ack, err := jobs.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: "emails", JobType: "receipt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := worker.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"emails"}, WorkerId: "w"})
+	if err != nil || len(res.GetJobs()) != 1 {
+		t.Fatalf("reserve: %v %v", res, err)
+	}
+	if _, err := worker.Fail(ctx, &seppv1.FailRequest{JobId: ack.GetJobId(), LeaseToken: res.GetJobs()[0].GetLeaseToken(), Error: "x", Permanent: true}); err != nil {
+		t.Fatal(err)
+	}
+	pay := seppv1connect.NewAdminServiceClient(http.DefaultClient, srv.URL, connect.WithInterceptors(bearerInterceptor(paymentsSecret)))
+	_, err = pay.PurgeDeadJobs(ctx, &seppv1.PurgeDeadJobsRequest{JobIds: []string{ack.GetJobId()}})
+	wantCode(t, "purge of an emails job by id", err, connect.CodePermissionDenied)
+	_, err = pay.RequeueDeadJobs(ctx, &seppv1.RequeueDeadJobsRequest{Queue: "payments", JobIds: []string{ack.GetJobId()}})
+	wantCode(t, "requeue of an emails job by id, naming payments", err, connect.CodePermissionDenied)
+	j, err := jobs.GetJob(ctx, &seppv1.GetJobRequest{JobId: ack.GetJobId()})
+	if err != nil || j.GetJob().GetState() != seppv1.JobState_JOB_STATE_DEAD {
+		t.Fatalf("the dead job after the refused calls: %v %v", j, err)
+	}
+}
