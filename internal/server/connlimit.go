@@ -108,7 +108,7 @@ func connMetrics(m *Metrics) (prometheus.Gauge, *prometheus.CounterVec) {
 
 // newConnLimiter builds the limiter of s's [limits], capped by the open-file
 // limit.
-func (s *Server) newConnLimiter() *connLimiter {
+func (s *Server) newConnLimiter() (lim *connLimiter) {
 	l := s.cfg.Limits.ConnectionLimits
 	extra := 0
 	if s.cfg.Storage.Backend == config.BackendPostgres {
@@ -120,11 +120,23 @@ func (s *Server) newConnLimiter() *connLimiter {
 		s.log.Warn("limits.max_connections lowered to what the open-file limit leaves room for; raise the limit (ulimit -n, LimitNOFILE=) to allow more",
 			"max_connections", want, "lowered_to", capped, "open_file_limit", nofile)
 	}
+	defer func() {
+		s.log.Info("connection limits", "max_connections", lim.max, "max_connections_per_ip", lim.perIP,
+			"idle_timeout", l.IdleTimeout(), "header_timeout", l.HeaderTimeout(), "body_timeout", l.BodyTimeout())
+	}()
+	perIP := min(l.ConnectionsPerIP(), capped)
+	if l.MaxConnectionsPerIP == 0 && capped < 2*perIP {
+		// Left at its default, the per-address limit keeps half of a
+		// lowered max_connections for other addresses, so one client
+		// cannot take every connection.
+		perIP = max(capped/2, 1)
+	}
 	open, refused := connMetrics(s.metrics)
-	return &connLimiter{
-		max: capped, perIP: min(l.ConnectionsPerIP(), capped), log: s.log, open: open, refused: refused,
+	lim = &connLimiter{
+		max: capped, perIP: perIP, log: s.log, open: open, refused: refused,
 		byIP: map[netip.Addr]int{}, logged: map[string]time.Time{}, quiet: map[string]int{},
 	}
+	return lim
 }
 
 // ipOf is the client IP address of c (IPv4 in IPv6 unmapped), or the zero
