@@ -398,3 +398,49 @@ idle_timeout_ms = 5000
 		}
 	}
 }
+
+// TestSlowBodyOverHTTP2: on an HTTP/2 connection net/http serves (Connect
+// over h2c), a body still arriving after body_timeout_ms fails its request
+// at once.
+func TestSlowBodyOverHTTP2(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{RealTime: true, Config: `
+[limits]
+body_timeout_ms = 500
+`})
+	hc := h2cClient(t)
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		pw.Write([]byte(`{"queue":"slow",`))
+		for {
+			select {
+			case <-done:
+				pw.Close()
+				return
+			case <-time.After(300 * time.Millisecond):
+				if _, err := pw.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	req, _ := http.NewRequest("POST", srv.URL+"/sepp.v1.JobService/Enqueue", pr)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	took := time.Since(start)
+	if err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Fatalf("a body still arriving was accepted: %s", body)
+		}
+		t.Logf("answered %d %s after %v", resp.StatusCode, body, took)
+	} else {
+		t.Logf("failed after %v: %v", took, err)
+	}
+	if took > 3*time.Second {
+		t.Errorf("the slow body was cut after %v, want about 500ms", took)
+	}
+}
