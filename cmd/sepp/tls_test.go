@@ -71,9 +71,9 @@ func TestServeCheckConfigTLS(t *testing.T) {
 		t.Fatalf("good TLS config: %q %v", out, err)
 	}
 	for _, tc := range []struct{ name, body, want string }{
-		{"missing cert", "[server]\ntls_cert_file = \"" + filepath.Join(dir, "nope.pem") + "\"\ntls_key_file = \"" + cert.KeyFile + "\"\n", "server.tls_cert_file"},
-		{"key of another cert", "[server]\ntls_cert_file = \"" + cert.CertFile + "\"\ntls_key_file = \"" + other.KeyFile + "\"\n", "private key does not match public key"},
-		{"CA file without certificates", "[server]\n" + testserver.TLSConfig(cert, nil) + "tls_client_ca_file = \"" + cert.KeyFile + "\"\n", "server.tls_client_ca_file"},
+		{"missing cert", "[server]\ntls_cert_file = \"" + filepath.Join(dir, "nope.pem") + "\"\ntls_key_file = \"" + cert.KeyFile + "\"\n", "sepp.toml:2: server.tls_cert_file: cannot read " + filepath.Join(dir, "nope.pem") + ": no such file"},
+		{"key of another cert", "[server]\ntls_cert_file = \"" + cert.CertFile + "\"\ntls_key_file = \"" + other.KeyFile + "\"\n", "sepp.toml:2: server.tls_cert_file: " + cert.CertFile + " with the key in " + other.KeyFile + ": tls: private key does not match public key"},
+		{"CA file without certificates", "[server]\n" + testserver.TLSConfig(cert, nil) + "tls_client_ca_file = \"" + cert.KeyFile + "\"\n", "sepp.toml:4: server.tls_client_ca_file: " + cert.KeyFile + " holds no PEM certificate"},
 		{"cert without key", "[server]\n\ntls_cert_file = \"" + cert.CertFile + "\"\n", "sepp.toml:3: server.tls_cert_file: is set but tls_key_file is not"},
 	} {
 		p := write(tc.body)

@@ -116,7 +116,7 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.cfg.Server.TLS() {
 		var err error
-		if s.tls, err = newTLSReloader(s.cfg.Server, s.log); err != nil {
+		if s.tls, err = newTLSReloader(s.cfg, s.log); err != nil {
 			return nil, err
 		}
 	}

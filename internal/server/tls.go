@@ -28,25 +28,37 @@ type tlsFiles struct {
 	cas  *x509.CertPool
 }
 
-// loadTLSFiles loads the files s names. Its errors name the key at fault.
-func loadTLSFiles(s config.ServerConfig) (*tlsFiles, error) {
-	cert, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
+// loadTLSFiles loads the files c's [server] section names. Its errors
+// start with where the key at fault was set ("sepp.toml:4:
+// server.tls_cert_file: ").
+func loadTLSFiles(c *config.Config) (*tlsFiles, error) {
+	s := c.Server
+	certPEM, err := os.ReadFile(s.TLSCertFile)
 	if err != nil {
-		return nil, fmt.Errorf("server.tls_cert_file %s, server.tls_key_file %s: cannot load the certificate and its key: %v; give a PEM certificate chain and the PEM private key that matches it",
-			s.TLSCertFile, s.TLSKeyFile, pathErrText(err))
+		return nil, fmt.Errorf("%scannot read %s: %v", c.Where("server.tls_cert_file"), s.TLSCertFile, pathErrText(err))
 	}
-	if cert.Leaf == nil && len(cert.Certificate) > 0 {
+	keyPEM, err := os.ReadFile(s.TLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%scannot read %s: %v", c.Where("server.tls_key_file"), s.TLSKeyFile, pathErrText(err))
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%s%s with the key in %s: %v; give a PEM certificate chain (server certificate first) and the PEM private key that matches it",
+			c.Where("server.tls_cert_file"), s.TLSCertFile, s.TLSKeyFile, err)
+	}
+	if cert.Leaf == nil {
 		cert.Leaf, _ = x509.ParseCertificate(cert.Certificate[0])
 	}
 	f := &tlsFiles{cert: &cert}
 	if s.TLSClientCAFile != "" {
 		pem, err := os.ReadFile(s.TLSClientCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("server.tls_client_ca_file %s: cannot read it: %v", s.TLSClientCAFile, pathErrText(err))
+			return nil, fmt.Errorf("%scannot read %s: %v", c.Where("server.tls_client_ca_file"), s.TLSClientCAFile, pathErrText(err))
 		}
 		f.cas = x509.NewCertPool()
 		if !f.cas.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("server.tls_client_ca_file %s: holds no PEM certificate; give the CA certificates (BEGIN CERTIFICATE blocks) that sign the client certificates", s.TLSClientCAFile)
+			return nil, fmt.Errorf("%s%s holds no PEM certificate; give the CA certificates (BEGIN CERTIFICATE blocks) that sign the client certificates",
+				c.Where("server.tls_client_ca_file"), s.TLSClientCAFile)
 		}
 	}
 	return f, nil
@@ -68,7 +80,7 @@ func CheckTLS(cfg *config.Config) error {
 	if !cfg.Server.TLS() {
 		return nil
 	}
-	_, err := loadTLSFiles(cfg.Server)
+	_, err := loadTLSFiles(cfg)
 	return err
 }
 
@@ -76,12 +88,12 @@ func CheckTLS(cfg *config.Config) error {
 // loads them again on Reload: a handshake sees the old files or the new
 // ones, never a mix, and a failed reload keeps the old ones.
 type tlsReloader struct {
-	cfg config.ServerConfig
+	cfg *config.Config
 	log *slog.Logger
 	cur atomic.Pointer[tlsFiles]
 }
 
-func newTLSReloader(cfg config.ServerConfig, log *slog.Logger) (*tlsReloader, error) {
+func newTLSReloader(cfg *config.Config, log *slog.Logger) (*tlsReloader, error) {
 	f, err := loadTLSFiles(cfg)
 	if err != nil {
 		return nil, err
@@ -105,7 +117,7 @@ func (r *tlsReloader) reload() error {
 }
 
 func (r *tlsReloader) logLoaded(msg string, f *tlsFiles) {
-	args := []any{"cert_file", r.cfg.TLSCertFile, "mutual_tls", f.cas != nil}
+	args := []any{"cert_file", r.cfg.Server.TLSCertFile, "mutual_tls", f.cas != nil}
 	level := slog.LevelInfo
 	if leaf := f.cert.Leaf; leaf != nil {
 		args = append(args, "subject", leaf.Subject.String(), "dns_names", strings.Join(leaf.DNSNames, ","),

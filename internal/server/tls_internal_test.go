@@ -96,7 +96,7 @@ func TestTLSStateReachesBothServers(t *testing.T) {
 	sc := config.ServerConfig{TLSCertFile: filepath.Join(dir, "c.pem"), TLSKeyFile: filepath.Join(dir, "k.pem"), TLSClientCAFile: filepath.Join(dir, "ca.pem")}
 	srvCert.write(t, sc.TLSCertFile, sc.TLSKeyFile)
 	ca.write(t, sc.TLSClientCAFile, "")
-	rl, err := newTLSReloader(sc, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rl, err := newTLSReloader(&config.Config{Server: sc}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestTLSReloadSwapsClientCA(t *testing.T) {
 	sc := config.ServerConfig{TLSCertFile: filepath.Join(dir, "c.pem"), TLSKeyFile: filepath.Join(dir, "k.pem"), TLSClientCAFile: filepath.Join(dir, "ca.pem")}
 	srvCert.write(t, sc.TLSCertFile, sc.TLSKeyFile)
 	oldCA.write(t, sc.TLSClientCAFile, "")
-	rl, err := newTLSReloader(sc, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rl, err := newTLSReloader(&config.Config{Server: sc}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
