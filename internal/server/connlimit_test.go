@@ -24,11 +24,12 @@ import (
 	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
-// attackConfig has short timeouts, so idle connections go within seconds.
+// attackConfig has short timeouts, so idle connections go within seconds,
+// and room for 1,000 connections, fewer than the attack opens.
 const attackConfig = `
 [limits]
-max_connections = 1200
-max_connections_per_ip = 1200
+max_connections = 1000
+max_connections_per_ip = 1000
 idle_timeout_ms = 1000
 header_timeout_ms = 1000
 body_timeout_ms = 1000
@@ -56,14 +57,15 @@ var idleKinds = []idleKind{
 	},
 	{
 		// The preface and SETTINGS, as an idle gRPC channel: grpc-go closes
-		// it after idle_timeout_ms (GOAWAY, then 5 s for the answer the
-		// client never sends).
+		// it after idle_timeout_ms (checked on a timer of that period, so up
+		// to twice it), sending GOAWAY, then after 5 s for the answer the
+		// client never sends. Measured: 8 s.
 		name: "h2-settings-then-quiet",
 		start: func(c net.Conn) error {
 			_, err := io.WriteString(c, http2.ClientPreface+"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
 			return err
 		},
-		within: time.Second + time.Second + 5*time.Second + 2*time.Second,
+		within: time.Second + 2*time.Second + 5*time.Second + 2*time.Second,
 	},
 	{
 		// One HTTP/1.1 request, then an idle keep-alive.
@@ -100,6 +102,9 @@ var idleKinds = []idleKind{
 	},
 }
 
+// atOnce is how soon a connection refused at accept must be closed.
+const atOnce = 500 * time.Millisecond
+
 // median of ds, which it sorts.
 func median(ds []time.Duration) time.Duration {
 	slices.Sort(ds)
@@ -114,9 +119,10 @@ func heapInUse() uint64 {
 }
 
 // TestIdleConnectionsClosed opens 300 connections of each idle kind against
-// a server with 1 s timeouts and checks that the server closes every one in
-// time, that enqueues stay fast and health SERVING meanwhile, and that the
-// heap comes back.
+// a server with 1 s timeouts and room for 1,000 connections, and checks that
+// the server closes every one it accepted in time and the ones over the
+// limit at once, that enqueues stay fast and health SERVING meanwhile, and
+// that the heap comes back.
 func TestIdleConnectionsClosed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 1,200 connections")
@@ -170,7 +176,10 @@ func TestIdleConnectionsClosed(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				if err := k.start(c); err != nil {
-					results <- result{k.name, time.Since(opened), fmt.Errorf("start: %w", err)}
+					if time.Since(opened) < atOnce {
+						err = nil // refused at once: the server closed it as it sent
+					}
+					results <- result{k.name, time.Since(opened), err}
 					return
 				}
 				if k.slow != nil {
@@ -212,7 +221,12 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	wg.Wait()
 	close(results)
 	worst := map[string]time.Duration{}
+	closedAtOnce := 0
 	for r := range results {
+		if r.err == nil && r.elapsed < atOnce {
+			closedAtOnce++ // over max_connections: idle ones last at least 1 s
+			continue
+		}
 		k := idleKinds[slices.IndexFunc(idleKinds, func(k idleKind) bool { return k.name == r.kind })]
 		switch {
 		case r.err != nil:
@@ -224,6 +238,12 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	}
 	for _, k := range idleKinds {
 		t.Logf("%s: the last of %d closed after %v (bound %v)", k.name, perKind, worst[k.name], k.within)
+	}
+	hc := keepAliveClient(t)
+	refused, _ := metricValue(t, hc, srv, `sepp_connections_refused_total{reason="max_connections"}`)
+	t.Logf("%d connections closed at once, %v refused for max_connections", closedAtOnce, refused)
+	if refused < 150 || float64(closedAtOnce) != refused {
+		t.Errorf("%d connections closed at once and %v refused for max_connections; want the same number, about 200 (1,200 opened, room for 1,000 less the client's)", closedAtOnce, refused)
 	}
 	for _, c := range conns {
 		c.Close()
@@ -239,7 +259,7 @@ func TestIdleConnectionsClosed(t *testing.T) {
 		t.Errorf("heap grew from %d to %d bytes, more than 50 MB", heapBefore, heapAfter)
 	}
 	// The gauge is back to the connections still open: the gRPC client's.
-	waitMetric(t, keepAliveClient(t), srv, "sepp_connections_open", func(v float64) bool { return v <= 2 })
+	waitMetric(t, hc, srv, "sepp_connections_open", func(v float64) bool { return v <= 2 })
 }
 
 // metricValue reads one sample of /metrics: name with its labels as
