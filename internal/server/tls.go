@@ -121,7 +121,7 @@ func (r *tlsReloader) logLoaded(msg string, f *tlsFiles) {
 	level := slog.LevelInfo
 	if leaf := f.cert.Leaf; leaf != nil {
 		args = append(args, "subject", leaf.Subject.String(), "dns_names", strings.Join(leaf.DNSNames, ","),
-			"issuer", leaf.Issuer.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+			"signed_by", leaf.Issuer.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
 		if time.Now().After(leaf.NotAfter) {
 			level = slog.LevelWarn
 			msg += ": it has expired, clients will refuse it"
