@@ -401,6 +401,7 @@ func handshake(c net.Conn, cfg *tls.Config, timeout time.Duration) (*tls.Conn, e
 		return nil, err
 	}
 	if err := tc.Handshake(); err != nil {
+		answerCleartextHTTP(err) // tls.go
 		return nil, err
 	}
 	if err := c.SetDeadline(time.Time{}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -231,3 +232,18 @@ func (splitCreds) Info() credentials.ProtocolInfo {
 }
 func (c splitCreds) Clone() credentials.TransportCredentials { return c }
 func (splitCreds) OverrideServerName(string) error           { return nil }
+
+// answerCleartextHTTP answers a cleartext HTTP/1.x request sent to the TLS
+// port, whose bytes made handshake fail, with a 400 that says so (as
+// net/http's own TLS server does), so curl http:// shows why.
+func answerCleartextHTTP(err error) {
+	var re tls.RecordHeaderError
+	if !errors.As(err, &re) || re.Conn == nil {
+		return
+	}
+	switch string(re.RecordHeader[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO", "DELET", "PATCH":
+		re.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+		io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nThis port serves TLS: use https:// instead of http://.\n")
+	}
+}

@@ -124,14 +124,21 @@ func TestTLSOnePort(t *testing.T) {
 		}
 	}
 
-	// A cleartext client is not served.
+	// A cleartext HTTP/1.1 client is not served, and told why.
 	plain := &http.Client{Timeout: 5 * time.Second}
 	resp, err := plain.Post("http://"+srv.Addr+"/sepp.v1.JobService/Enqueue", "application/json", strings.NewReader(`{}`))
-	if err == nil {
-		resp.Body.Close()
-		if resp.StatusCode == 200 {
-			t.Errorf("cleartext request served: %s", resp.Status)
-		}
+	if err != nil {
+		t.Fatalf("cleartext request: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "use https://") {
+		t.Errorf("cleartext request: %s %q, want 400 and a hint", resp.Status, body)
+	}
+	// A cleartext gRPC client gets nothing.
+	if c2, err := sepp.NewClient(ctx, "http://"+srv.Addr, sepp.Config{FailFast: true}); err == nil {
+		c2.Close()
+		t.Error("a cleartext gRPC client connected to the TLS port")
 	}
 	// An untrusted server certificate fails the Go client.
 	if c2, err := sepp.NewClient(ctx, srv.URL, sepp.Config{FailFast: true}); err == nil {
