@@ -17,11 +17,12 @@ import (
 // connection may ask of the node. Each bound is refused with LIMIT_EXCEEDED
 // (ResourceExhausted), naming its key (docs/security.md, Limits on requests).
 
-// limitExceeded is the error of a call over the bound key (a [limits] key
-// without its table, or a full key) whose value is limit.
+// limitExceeded is the error of a call over the [limits] key key (named
+// without its table) whose value is limit. Its metadata has limit (the full
+// key, "limits.max_reserve_queues") and value.
 func limitExceeded(key string, limit int64, format string, args ...any) *apiError {
 	e := newError(connect.CodeResourceExhausted, ReasonLimitExceeded, format, args...)
-	e.metadata = map[string]string{"limit": key, "value": strconv.FormatInt(limit, 10)}
+	e.metadata = map[string]string{"limit": "limits." + key, "value": strconv.FormatInt(limit, 10)}
 	return e
 }
 

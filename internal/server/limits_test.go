@@ -447,6 +447,7 @@ func TestLimitRequestBytes(t *testing.T) {
 	if code := status.Code(err); code != codes.ResourceExhausted {
 		t.Fatalf("63 MiB gRPC message: %v", err)
 	}
+	t.Logf("63 MiB gRPC message: %v", err)
 	big = nil
 
 	// A message at the limits still goes through: one job with the
