@@ -303,23 +303,33 @@ func bodyDeadline(next http.Handler, d time.Duration) http.Handler {
 			next.ServeHTTP(w, r) // the writer does not support deadlines
 			return
 		}
-		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc, w: w, http1: r.ProtoMajor == 1}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// deadlineBody lifts the read deadline once the body reaches its end.
+// deadlineBody lifts the read deadline once the body reaches its end. On
+// HTTP/1.1, a read that fails otherwise (the deadline passed) makes the
+// answer close the connection: net/http would keep it, and read the rest of
+// the slow body as the next request's headers, holding the connection for
+// another header timeout.
 type deadlineBody struct {
 	io.ReadCloser
 	rc     *http.ResponseController
+	w      http.ResponseWriter
+	http1  bool
 	lifted bool
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.lifted && errors.Is(err, io.EOF) {
+	switch {
+	case err == nil || b.lifted:
+	case errors.Is(err, io.EOF):
 		b.lifted = true
 		b.rc.SetReadDeadline(time.Time{})
+	case b.http1:
+		b.w.Header().Set("Connection", "close")
 	}
 	return n, err
 }
