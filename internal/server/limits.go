@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -143,7 +144,9 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 			rc := http.NewResponseController(w)
 			_ = rc.EnableFullDuplex() // HTTP/1.1: read the body after answering
 			w.Header().Set("Connection", "close")
-			if ew.IsSupported(r) {
+			// The API's paths get a Connect error, the others (webhooks,
+			// /metrics) a 413.
+			if api := strings.HasPrefix(r.URL.Path, "/sepp.") || strings.HasPrefix(r.URL.Path, "/grpc."); api && ew.IsSupported(r) {
 				_ = ew.Write(w, r, connectError(aerr))
 			} else {
 				http.Error(w, aerr.msg, http.StatusRequestEntityTooLarge)

@@ -453,10 +453,22 @@ func TestLimitRequestBytes(t *testing.T) {
 	}
 	check(false)
 	check(true)
+	// Another path (a webhook's, /metrics) gets a plain 413.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/hooks/nothing", io.LimitReader(zeros{}, 100<<20))
+	req.ContentLength = 100 << 20
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(raw), "limits.max_request_bytes") {
+		t.Fatalf("100 MB body to another path: %d %q", resp.StatusCode, raw)
+	}
 
 	// gRPC: a 63 MiB message is refused from its length prefix.
 	big := &seppv1.EnqueueRequest{Queue: "victim", JobType: "t", Payload: make([]byte, 63<<20)}
-	_, err := v.jobs.Enqueue(context.Background(), big, grpc.MaxCallSendMsgSize(100<<20))
+	_, err = v.jobs.Enqueue(context.Background(), big, grpc.MaxCallSendMsgSize(100<<20))
 	if code := status.Code(err); code != codes.ResourceExhausted {
 		t.Fatalf("63 MiB gRPC message: %v", err)
 	}
