@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 )
 
@@ -100,7 +102,9 @@ func (b *batcher) send() {
 func (b *batcher) take() []*call {
 	n, bytes := 0, 0
 	for n < len(b.pending) && n < b.maxBatch {
-		size := len(b.pending[n].req.GetPayload())
+		// The whole job (payload, key, headers), so that a batch stays
+		// within the server's limits.max_request_bytes.
+		size := proto.Size(b.pending[n].req)
 		if n > 0 && bytes+size > b.c.cfg.MaxBatchBytes {
 			break
 		}

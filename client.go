@@ -53,7 +53,8 @@ type Config struct {
 	// MaxBatchSize bounds the jobs of one coalesced EnqueueBatch RPC. Keep it
 	// at or below the server's max_batch_size. Default 1000.
 	MaxBatchSize int
-	// MaxBatchBytes bounds the payload bytes of one coalesced RPC.
+	// MaxBatchBytes bounds the bytes of the jobs (payloads, keys, headers)
+	// of one coalesced RPC.
 	// Default 4 MiB.
 	MaxBatchBytes int
 	// MaxIdempotencyKeyBytes is the key length the client checks before
