@@ -12,6 +12,7 @@ const (
 	DefaultIdleTimeoutMs       = 120 * 1000 // 2 min
 	DefaultHeaderTimeoutMs     = 10 * 1000  // 10 s
 	DefaultBodyTimeoutMs       = 60 * 1000  // 1 min
+	DefaultMaxStreams          = 1000
 )
 
 // ConnectionLimits are the keys of the [limits] table that bound
@@ -42,6 +43,11 @@ type ConnectionLimits struct {
 	// control and the client's deadline instead). It does not bound the
 	// response, so a long poll is not cut short. Default 60000 (1 min).
 	BodyTimeoutMs int64 `toml:"body_timeout_ms"`
+	// MaxStreamsPerConnection is the most calls one HTTP/2 connection (a
+	// gRPC channel, an HTTP/2 Connect client) may have open at once; the
+	// server announces it in its SETTINGS, and a client queues calls over
+	// it. Default 1000.
+	MaxStreamsPerConnection int `toml:"max_streams_per_connection"`
 }
 
 func orDefault[T int | int64](v, d T) T {
@@ -59,6 +65,11 @@ func (l ConnectionLimits) Connections() int {
 // ConnectionsPerIP is MaxConnectionsPerIP with its default.
 func (l ConnectionLimits) ConnectionsPerIP() int {
 	return orDefault(l.MaxConnectionsPerIP, DefaultMaxConnectionsPerIP)
+}
+
+// StreamsPerConnection is MaxStreamsPerConnection with its default.
+func (l ConnectionLimits) StreamsPerConnection() int {
+	return orDefault(l.MaxStreamsPerConnection, DefaultMaxStreams)
 }
 
 // IdleTimeout is IdleTimeoutMs, with its default, as a duration.
@@ -88,6 +99,7 @@ func (v *validator) validateConnectionLimits(l ConnectionLimits) {
 		{"limits.idle_timeout_ms", l.IdleTimeoutMs},
 		{"limits.header_timeout_ms", l.HeaderTimeoutMs},
 		{"limits.body_timeout_ms", l.BodyTimeoutMs},
+		{"limits.max_streams_per_connection", int64(l.MaxStreamsPerConnection)},
 	} {
 		if path := k.path; k.n == 0 && v.has(path) {
 			r := intRanges[path]

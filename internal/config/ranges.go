@@ -33,6 +33,7 @@ var intRanges = map[string]intRange{
 	"limits.max_request_bytes":             {1, 1 << 30},
 	"limits.max_connections":               {1, 1000000},
 	"limits.max_connections_per_ip":        {1, 1000000},
+	"limits.max_streams_per_connection":    {1, 100000},
 	"limits.idle_timeout_ms":               {100, 24 * 60 * 60 * 1000},
 	"limits.header_timeout_ms":             {100, 60 * 60 * 1000},
 	"limits.body_timeout_ms":               {100, 60 * 60 * 1000},

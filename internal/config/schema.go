@@ -114,6 +114,7 @@ var specs = []keySpec{
 	{"limits.max_request_bytes", kindInt, "the largest request message read, in bytes; default derived from max_payload_bytes and max_batch_size"},
 	{"limits.max_connections", kindInt, "the most client connections held open at once; default 10000, lowered to fit the open-file limit"},
 	{"limits.max_connections_per_ip", kindInt, "the most connections one client IP address may hold open at once; default 1000"},
+	{"limits.max_streams_per_connection", kindInt, "the most calls one HTTP/2 connection may have open at once; default 1000"},
 	{"limits.idle_timeout_ms", kindInt, "how long a connection with no request in progress is kept, in milliseconds; default 120000"},
 	{"limits.header_timeout_ms", kindInt, "how long a request's headers may take to arrive, in milliseconds; default 10000"},
 	{"limits.body_timeout_ms", kindInt, "how long a request body may take to arrive, in milliseconds; default 60000"},

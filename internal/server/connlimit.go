@@ -282,6 +282,7 @@ func setHTTPTimeouts(hs *http.Server, l config.ConnectionLimits) {
 	}
 	hs.HTTP2.SendPingTimeout = pingAfter
 	hs.HTTP2.PingTimeout = pingTimeout
+	hs.HTTP2.MaxConcurrentStreams = l.StreamsPerConnection()
 }
 
 // bodyDeadline gives every request with a body limits.body_timeout_ms for

@@ -150,7 +150,8 @@ func New(opts Options) (*Server, error) {
 
 		grpc.Creds(splitCreds{}), // the splitter does the TLS handshake (tls.go)
 		// Handshake, idle and ping timeouts of [limits] (connlimit.go).
-		grpc.ConnectionTimeout(s.cfg.Limits.HeaderTimeout()), grpcKeepalive(s.cfg.Limits.ConnectionLimits), grpcEnforcement)
+		grpc.ConnectionTimeout(s.cfg.Limits.HeaderTimeout()), grpcKeepalive(s.cfg.Limits.ConnectionLimits), grpcEnforcement,
+		grpc.MaxConcurrentStreams(uint32(s.cfg.Limits.StreamsPerConnection())))
 	seppv1.RegisterJobServiceServer(s.grpc, jobs)
 	seppv1.RegisterWorkerServiceServer(s.grpc, workers)
 	seppv1.RegisterEffectServiceServer(s.grpc, effects)
