@@ -69,17 +69,11 @@ func (e *effectService) ClaimEffect(ctx context.Context, req *seppv1.ClaimEffect
 	if aerr != nil {
 		return nil, aerr
 	}
-	wait, aerr := waitMs(req.GetWaitMs(), maxEffectWait)
+	wait, done, aerr := s.longPoll(ctx, req.GetWaitMs(), maxEffectWait) // limits.go
 	if aerr != nil {
 		return nil, aerr
 	}
-	if wait > 0 {
-		done, aerr := s.startLongPoll(ctx) // limits.go
-		if aerr != nil {
-			return nil, aerr
-		}
-		defer done()
-	}
+	defer done()
 	// Wait for the holder to complete or release (a notification), or its
 	// lease to end, or our wait to end.
 	var c *store.EffectClaim

@@ -108,6 +108,21 @@ func (s *Server) checkReserveLimits(queues int, maxJobs int32) *apiError {
 
 // waitMs reads the wait_ms of a Reserve or ClaimEffect: 0 to max, checked
 // before it becomes a duration, so a huge value cannot wrap around.
+// longPoll checks a call's wait_ms (up to max) and, when it waits, takes a
+// long-poll place (startLongPoll); done gives the place back.
+func (s *Server) longPoll(ctx context.Context, ms int64, max time.Duration) (wait time.Duration, done func(), aerr *apiError) {
+	if wait, aerr = waitMs(ms, max); aerr != nil {
+		return 0, nil, aerr
+	}
+	if wait == 0 {
+		return 0, func() {}, nil
+	}
+	if done, aerr = s.startLongPoll(ctx); aerr != nil {
+		return 0, nil, aerr
+	}
+	return wait, done, nil
+}
+
 func waitMs(ms int64, max time.Duration) (time.Duration, *apiError) {
 	if ms < 0 || ms > max.Milliseconds() {
 		return 0, invalidField("wait_ms", "must be between 0 and %d, got %d", max.Milliseconds(), ms)

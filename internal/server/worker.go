@@ -71,17 +71,11 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 	case max == 0:
 		max = 1
 	}
-	wait, aerr := waitMs(req.GetWaitMs(), maxWait)
+	wait, done, aerr := s.longPoll(ctx, req.GetWaitMs(), maxWait) // limits.go
 	if aerr != nil {
 		return nil, aerr
 	}
-	if wait > 0 {
-		done, aerr := s.startLongPoll(ctx) // limits.go
-		if aerr != nil {
-			return nil, aerr
-		}
-		defer done()
-	}
+	defer done()
 	var jobs []store.ReservedJob
 	var now time.Time
 	_, err := s.wake.Wait(ctx, queues, wakeup.WaitOptions{Deadline: time.Now().Add(wait)},
