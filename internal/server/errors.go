@@ -101,7 +101,7 @@ func toAPIError(err error) *apiError {
 		if de.InBatch {
 			e := newError(connect.CodeAlreadyExists, ReasonDuplicateJob,
 				"jobs[%d] of this batch has the same idempotency key, and the queue rejects duplicates (on_duplicate = \"reject\"); the batch is atomic, so nothing of it was written: send each key once", de.Index)
-			e.metadata = map[string]string{"index": strconv.Itoa(de.Index)}
+			e.metadata = map[string]string{"original_index": strconv.Itoa(de.Index)}
 			return e
 		}
 		e := newError(connect.CodeAlreadyExists, ReasonDuplicateJob,
@@ -117,7 +117,7 @@ func toAPIError(err error) *apiError {
 		if re.InBatch {
 			e := newError(connect.CodeFailedPrecondition, ReasonDedupRuleViolated,
 				"rule %q: jobs[%d] of this batch has the same values in the rule's fields; the batch is atomic, so nothing of it was written: send one job for them", re.Rule, re.Index)
-			e.metadata = map[string]string{"rule": re.Rule, "index": strconv.Itoa(re.Index)}
+			e.metadata = map[string]string{"rule": re.Rule, "original_index": strconv.Itoa(re.Index)}
 			return e
 		}
 		frees := re.FreesAt.UTC().Format(time.RFC3339Nano)

@@ -106,8 +106,11 @@ async def test_debounce_replaces_and_pushes_run_at_back(c: SeppClient) -> None:
     k = key()
     first = await c.enqueue(EnqueueRequest("debounce-q", "digest", payload=b"A", idempotency_key=k))
     assert not first.deduplicated and not first.replaced
+    # A new job on a debounce queue waits debounce_ms too.
     before_job = await c.get_job(first.job_id)
-    assert before_job.state is JobState.AVAILABLE
+    assert before_job.state is JobState.SCHEDULED
+    assert before_job.run_at is not None and before_job.created_at is not None
+    assert before_job.run_at == before_job.created_at + DEBOUNCE
 
     before = datetime.now(timezone.utc)
     second = await c.enqueue(EnqueueRequest("debounce-q", "digest", payload=b"B", idempotency_key=k))
@@ -272,6 +275,9 @@ async def test_reject_in_batches(c: SeppClient) -> None:
         )
     assert info.value.index == 1 and info.value.reason == "DUPLICATE_JOB"
     assert info.value.message.startswith("jobs[1]: "), info.value.message
+    # The original is item 0, never written: named by its index, not an id.
+    assert info.value.metadata.get("original_index") == "0", info.value.metadata
+    assert "job_id" not in info.value.metadata
     for k in (k2, k3):
         assert not (await c.lookup_idempotency_key("reject-q", k)).found
 

@@ -102,7 +102,8 @@ async fn debounce_replaces_and_pushes_run_at_back() {
     let k = unique("k");
     let first = client.enqueue(req("debounce-q", "digest", b"A").with_idempotency_key(&k)).await.unwrap();
     assert!(!first.deduplicated && !first.replaced, "{first:?}");
-    assert_eq!(client.get_job(&first.job_id).await.unwrap().state, JobState::Available);
+    // A new job on a debounce queue waits debounce_ms too.
+    assert_eq!(client.get_job(&first.job_id).await.unwrap().state, JobState::Scheduled);
 
     let before = SystemTime::now();
     let second = client.enqueue(req("debounce-q", "digest", b"B").with_idempotency_key(&k)).await.unwrap();
@@ -268,6 +269,9 @@ async fn reject_in_batches() {
     assert!(matches!(e, Error::DuplicateJob(_)), "{e:?}");
     assert_eq!(e.index(), Some(1), "{e:?}");
     assert!(e.message().starts_with("jobs[1]: "), "{e}");
+    // The original is item 0, never written: named by its index, not an id.
+    assert_eq!(meta(&e, "original_index"), Some("0"), "{e:?}");
+    assert_eq!(meta(&e, "job_id"), None, "{e:?}");
     for k in [&k2, &k3] {
         assert!(!client.lookup_idempotency_key("reject-q", k).await.unwrap().found, "{k} was written");
     }
