@@ -74,6 +74,9 @@ type Server struct {
 	// tls serves [server] tls_cert_file and the rest (tls.go); nil
 	// without TLS.
 	tls *tlsReloader
+	// storeState is the last probe of the store, which the health checks,
+	// /healthz and /readyz share (probes.go).
+	storeState storeHealth
 
 	mu       sync.Mutex
 	ln       net.Listener
@@ -179,6 +182,10 @@ func New(opts Options) (*Server, error) {
 	mux.Handle(grpchealth.NewHandler(s.connectHealth))
 	// metrics_token_role guards /metrics (auth.go).
 	mux.Handle("/metrics", s.metricsAuth(promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{})))
+	// Liveness and readiness for load balancers and Kubernetes: no token,
+	// but behind [limits] like every route (probes.go).
+	mux.HandleFunc("/healthz", s.healthz)
+	mux.HandleFunc("/readyz", s.readyz)
 	if err := s.mountWebhooks(mux, jobs); err != nil { // [[webhooks]], webhook.go
 		return nil, err
 	}
@@ -209,37 +216,17 @@ const healthCheckEvery = 5 * time.Second
 
 // healthLoop reports NOT_SERVING while the store cannot be read, so a load
 // balancer takes a node that lost its database out of rotation. It stops at
-// Shutdown.
+// Shutdown. The rule and its state live in probes.go.
 func (s *Server) healthLoop() {
 	t := time.NewTicker(healthCheckEvery)
 	defer t.Stop()
-	serving := true
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), healthCheckEvery)
-		// Ping is one cheap read that proves the stored data can be read.
-		err := s.store.Ping(ctx)
-		cancel()
-		ok := err == nil
-		if ok == serving {
-			continue
-		}
-		serving = ok
-		st, cst := healthpb.HealthCheckResponse_SERVING, grpchealth.StatusServing
-		if !ok {
-			st, cst = healthpb.HealthCheckResponse_NOT_SERVING, grpchealth.StatusNotServing
-			s.log.Warn("store unreachable: health check says NOT_SERVING", "err", err)
-		} else {
-			s.log.Info("store reachable again: health check says SERVING")
-		}
-		for _, name := range append([]string{""}, serviceNames...) {
-			s.health.SetServingStatus(name, st)
-			s.connectHealth.SetStatus(name, cst)
-		}
+		_ = s.probeStore(healthCheckEvery)
 	}
 }
 

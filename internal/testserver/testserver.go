@@ -14,6 +14,7 @@ import (
 
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server"
+	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/pebble"
 )
 
@@ -62,6 +63,10 @@ type Options struct {
 	RealTime bool
 	// SweepBatch is the server's sweep batch size; zero: the default.
 	SweepBatch int
+	// WrapStore, if set, wraps the Pebble store the server uses, for tests
+	// that make the store fail or stall under a running server. The
+	// Pebble store itself is still the one closed at cleanup.
+	WrapStore func(store.Store) store.Store
 }
 
 // Start starts a server and stops it when the test ends.
@@ -84,8 +89,12 @@ func Start(t testing.TB, opts Options) *Server {
 	if opts.RealTime {
 		now = time.Now
 	}
+	var served store.Store = st
+	if opts.WrapStore != nil {
+		served = opts.WrapStore(st)
+	}
 	srv, err := server.New(server.Options{
-		Config: cfg, Store: st, Now: now, SweepBatch: opts.SweepBatch, Metrics: metrics,
+		Config: cfg, Store: served, Now: now, SweepBatch: opts.SweepBatch, Metrics: metrics,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
