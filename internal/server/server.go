@@ -27,6 +27,7 @@ import (
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/gen/sepp/v1/seppv1connect"
 	"github.com/sepp-dev/sepp/internal/config"
+	"github.com/sepp-dev/sepp/internal/server/ui"
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/sweep"
 	"github.com/sepp-dev/sepp/internal/wakeup"
@@ -189,6 +190,7 @@ func New(opts Options) (*Server, error) {
 	if err := s.mountWebhooks(mux, jobs); err != nil { // [[webhooks]], webhook.go
 		return nil, err
 	}
+	ui.Mount(mux) // the dashboard under /ui/ (dashboard/, built into internal/server/ui/dist)
 	// The HTTP server takes HTTP/1.1 and the HTTP/2 connections whose first
 	// request is not a gRPC call (PrefaceSplitter); a gRPC call on such a
 	// connection goes to the gRPC server all the same.
