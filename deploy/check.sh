@@ -50,6 +50,17 @@ else
 	fail "neither file nor ldd is installed: cannot check that the binary is static"
 fi
 
+# The Kubernetes examples' sepp.toml (their ConfigMaps) pass --check-config
+# with the environment their pods set.
+for manifest in deploy/kubernetes/sepp.yaml deploy/kubernetes/sepp-postgres.yaml; do
+	awk '/^  sepp.toml: \|/ {on=1; next} on && /^    / {print substr($0, 5); next} on && /^ *$/ {print ""; next} on {exit}' \
+		"$manifest" >"$tmp/k8s.toml"
+	grep -q '^\[' "$tmp/k8s.toml" || fail "$manifest: no sepp.toml found in its ConfigMap"
+	SEPP_LISTEN=0.0.0.0:50051 SEPP_STORAGE_PATH="$tmp/k8s-data" SEPP_STORAGE_URL=postgres://sepp@postgres:5432/sepp \
+		SEPP_TOKEN_ADMIN=a SEPP_TOKEN_WORKERS=b "$tmp/sepp" serve --check-config --config "$tmp/k8s.toml" >/dev/null ||
+		fail "$manifest: its sepp.toml fails sepp serve --check-config"
+done
+
 # As in the image: the environment sets the data directory and the address;
 # the config accepts connections without tokens (as a mounted config with
 # allow_unauthenticated = true would).
