@@ -127,6 +127,8 @@ func reservedWebhookPath(p string) string {
 	switch {
 	case p == "/metrics" || strings.HasPrefix(p, "/metrics/"):
 		return "/metrics, the Prometheus metrics"
+	case p == "/healthz" || p == "/readyz":
+		return "the liveness and readiness probes (/healthz, /readyz)"
 	case strings.HasPrefix(p, "/sepp."):
 		return "the API's RPC paths (/sepp.v1.JobService/... and the other services)"
 	case strings.HasPrefix(p, "/grpc."):

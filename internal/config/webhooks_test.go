@@ -99,6 +99,8 @@ func TestWebhooksBad(t *testing.T) {
 			`sepp.toml:2: webhooks[0].path: must start with "/", like "/hooks/github", got "hooks" (the URL path the webhook is served at, like "/hooks/github"; required)`},
 		{"path metrics", head + "path = \"/metrics\"\nqueue = \"q\"\njob_type = \"t\"\n",
 			`sepp.toml:2: webhooks[0].path: "/metrics" is taken by /metrics, the Prometheus metrics; choose another path, like "/hooks/..." (the URL path the webhook is served at, like "/hooks/github"; required)`},
+		{"path readyz", head + "path = \"/readyz\"\nqueue = \"q\"\njob_type = \"t\"\n",
+			`sepp.toml:2: webhooks[0].path: "/readyz" is taken by the liveness and readiness probes (/healthz, /readyz); choose another path, like "/hooks/..." (the URL path the webhook is served at, like "/hooks/github"; required)`},
 		{"path rpc", head + "path = \"/sepp.v1.JobService/Enqueue\"\nqueue = \"q\"\njob_type = \"t\"\n",
 			`sepp.toml:2: webhooks[0].path: "/sepp.v1.JobService/Enqueue" is taken by the API's RPC paths (/sepp.v1.JobService/... and the other services); choose another path, like "/hooks/..." (the URL path the webhook is served at, like "/hooks/github"; required)`},
 		{"path grpc", head + "path = \"/grpc.health.v1.Health/Check\"\nqueue = \"q\"\njob_type = \"t\"\n",
