@@ -2,66 +2,98 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sepp-dev/sepp"
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 )
 
-func runQueues(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sepp queues", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.register(fs)
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	var qs []sepp.QueueInfo
-	if err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
-		qs, err = c.ListQueues(ctx)
-		return err
-	}); err != nil {
-		return err
-	}
-	if cf.json {
-		return cf.output(stdout, qs, nil)
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "QUEUE\tSCHEDULED\tAVAILABLE\tRESERVED\tCOMPLETED\tDEAD\tCANCELLED\tDEDUP RECORDS\tPAUSED\t")
-	for _, q := range qs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n", q.Name, q.Scheduled, q.Available, q.Reserved,
-			q.Completed, q.Dead, q.Cancelled, q.DedupRecords, q.Paused)
-	}
-	return tw.Flush()
+func queuesCmd(env *cliEnv) *cobra.Command {
+	cmd := &cobra.Command{Use: "queues", Short: "jobs by state, dedup records, paused, per queue", Args: cobra.NoArgs}
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		cf := &env.cf
+		var qs []sepp.QueueInfo
+		if err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
+			qs, err = c.ListQueues(ctx)
+			return err
+		}); err != nil {
+			return err
+		}
+		if cf.json {
+			return cf.output(env.stdout, queuesProto(qs), nil)
+		}
+		tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "QUEUE\tSCHEDULED\tAVAILABLE\tRESERVED\tCOMPLETED\tDEAD\tCANCELLED\tDEDUP RECORDS\tPAUSED\t")
+		for _, q := range qs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n", q.Name, q.Scheduled, q.Available, q.Reserved,
+				q.Completed, q.Dead, q.Cancelled, q.DedupRecords, q.Paused)
+		}
+		return tw.Flush()
+	})
+	return cmd
 }
 
-func runQueuePause(args []string, stdout, stderr io.Writer, pause bool) error {
+func queuePauseCmd(env *cliEnv, pause bool) *cobra.Command {
 	verb := map[bool]string{true: "pause", false: "resume"}[pause]
-	cf, queue, err := oneArg("sepp queue "+verb, "QUEUE", args, stderr)
-	if err != nil {
-		return err
+	short := map[bool]string{true: "stop delivery from QUEUE (enqueues still succeed)", false: "restart delivery from QUEUE"}[pause]
+	cmd := &cobra.Command{Use: verb + " QUEUE", Short: short, Args: cobra.ExactArgs(1)}
+	var conf confirmFlags
+	if pause {
+		conf.register(cmd.Flags())
 	}
-	err = cf.call(func(ctx context.Context, c *sepp.Client) error {
-		if pause {
-			return c.PauseQueue(ctx, queue)
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		cf := &env.cf
+		queue := args[0]
+		if pause && conf.dryRun {
+			return cf.say(env.stdout, map[string]any{"dryRun": true, "queue": queue, "wouldPause": true},
+				fmt.Sprintf("dry run: would pause delivery from queue %s; nothing done", queue))
 		}
-		return c.ResumeQueue(ctx, queue)
+		if pause {
+			if err := confirm(env, conf, "pause delivery from queue %s?", queue); err != nil {
+				return err
+			}
+		}
+		err := cf.call(func(ctx context.Context, c *sepp.Client) error {
+			if pause {
+				return c.PauseQueue(ctx, queue)
+			}
+			return c.ResumeQueue(ctx, queue)
+		})
+		if err != nil {
+			return err
+		}
+		rows := []row{{"queue", queue}, {"paused", fmt.Sprint(pause)}}
+		if pause {
+			return cf.output(env.stdout, &seppv1.PauseQueueResponse{}, rows)
+		}
+		return cf.output(env.stdout, &seppv1.ResumeQueueResponse{}, rows)
 	})
-	if err != nil {
-		return err
+	return cmd
+}
+
+// shorten cuts s to its first line and at most n runes.
+func shorten(s string, n int) string {
+	s, _, cut := strings.Cut(s, "\n")
+	r := []rune(s)
+	if len(r) > n {
+		return string(r[:n-1]) + "…"
 	}
-	out := struct {
-		Queue  string `json:"queue"`
-		Paused bool   `json:"paused"`
-	}{queue, pause}
-	return cf.output(stdout, out, []row{{"queue", queue}, {"paused", fmt.Sprint(pause)}})
+	if cut {
+		return s + " …"
+	}
+	return s
 }
 
 // listJobs prints one page of jobs as a table, or as JSON.
-func listJobs(cf *clientFlags, stdout io.Writer, req sepp.ListJobsRequest) error {
+func listJobs(env *cliEnv, req sepp.ListJobsRequest) error {
+	cf := &env.cf
 	var page *sepp.JobPage
 	if err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
 		page, err = c.ListJobs(ctx, req)
@@ -70,14 +102,26 @@ func listJobs(cf *clientFlags, stdout io.Writer, req sepp.ListJobsRequest) error
 		return err
 	}
 	if cf.json {
-		return cf.output(stdout, page, nil)
+		return cf.output(env.stdout, pageProto(page), nil)
 	}
+	stdout := env.stdout
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB ID\tQUEUE\tTYPE\tSTATE\tATTEMPTS\tKEY\tLAST ERROR")
+	fmt.Fprintln(tw, "JOB ID\tQUEUE\tTYPE\tSTATE\tPRIORITY\tRUN AT\tATTEMPTS\tKEY\tLAST ERROR")
 	for _, j := range page.Jobs {
-		lastErr, _, _ := strings.Cut(j.LastError, "\n")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Queue, j.JobType, j.State, j.Attempts, j.MaxAttempts,
-			j.IdempotencyKey, lastErr)
+		key := j.IdempotencyKey
+		if key == "" {
+			key = "-"
+		}
+		runAt := "-"
+		if !j.RunAt.IsZero() {
+			runAt = j.RunAt.Local().Format(time.RFC3339)
+		}
+		lastErr := shorten(j.LastError, 60)
+		if lastErr == "" {
+			lastErr = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Queue, j.JobType, j.State, j.Priority, runAt,
+			j.Attempts, j.MaxAttempts, key, lastErr)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -88,75 +132,138 @@ func listJobs(cf *clientFlags, stdout io.Writer, req sepp.ListJobsRequest) error
 	return nil
 }
 
-func jobListFlags(fs *flag.FlagSet, req *sepp.ListJobsRequest) {
+func jobListFlags(fs *pflag.FlagSet, req *sepp.ListJobsRequest) {
 	fs.StringVar(&req.Queue, "queue", "", "only this queue")
 	fs.IntVar(&req.PageSize, "limit", 100, "jobs per page (at most 1000)")
 	fs.StringVar(&req.PageToken, "page-token", "", "the next page, as printed by the previous one")
 }
 
-func runJobsList(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sepp jobs list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.register(fs)
+func jobsListCmd(env *cliEnv) *cobra.Command {
 	var req sepp.ListJobsRequest
-	jobListFlags(fs, &req)
-	state := fs.String("state", "", "only this state: scheduled, available, reserved, completed, dead or cancelled")
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	req.State = sepp.JobState(*state)
-	switch req.State {
-	case "", sepp.JobStateScheduled, sepp.JobStateAvailable, sepp.JobStateReserved, sepp.JobStateCompleted,
-		sepp.JobStateDead, sepp.JobStateCancelled:
-	default:
-		return fmt.Errorf("--state %q: want scheduled, available, reserved, completed, dead or cancelled", *state)
-	}
-	return listJobs(&cf, stdout, req)
+	var state string
+	cmd := &cobra.Command{Use: "list [--queue Q] [--state S]", Short: "list jobs", Args: cobra.NoArgs}
+	jobListFlags(cmd.Flags(), &req)
+	cmd.Flags().StringVar(&state, "state", "", "only this state: scheduled, available, reserved, completed, dead or cancelled")
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		req.State = sepp.JobState(state)
+		switch req.State {
+		case "", sepp.JobStateScheduled, sepp.JobStateAvailable, sepp.JobStateReserved, sepp.JobStateCompleted,
+			sepp.JobStateDead, sepp.JobStateCancelled:
+		default:
+			return usagef("--state %q: want scheduled, available, reserved, completed, dead or cancelled", state)
+		}
+		return listJobs(env, req)
+	})
+	return cmd
 }
 
-func runDLQList(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sepp dlq list", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.register(fs)
+func dlqListCmd(env *cliEnv) *cobra.Command {
 	req := sepp.ListJobsRequest{State: sepp.JobStateDead}
-	jobListFlags(fs, &req)
-	if _, err := parseInterspersed(fs, args); err != nil {
-		return err
-	}
-	return listJobs(&cf, stdout, req)
+	cmd := &cobra.Command{Use: "list [--queue Q]", Short: "list dead jobs", Args: cobra.NoArgs}
+	jobListFlags(cmd.Flags(), &req)
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error { return listJobs(env, req) })
+	return cmd
 }
 
-func runDLQ(verb string, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sepp dlq "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.register(fs)
-	var sel sepp.DeadJobs
-	fs.StringVar(&sel.Queue, "queue", "", "the dead jobs of this queue")
-	fs.BoolVar(&sel.All, "all", false, "every dead job")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
+// countDead counts the dead jobs sel selects, with ListJobs.
+func countDead(ctx context.Context, c *sepp.Client, sel sepp.DeadJobs) (int64, error) {
+	if len(sel.JobIDs) > 0 && sel.Queue == "" && !sel.All {
+		var n int64
+		for _, id := range sel.JobIDs {
+			j, err := c.GetJob(ctx, id)
+			if errors.Is(err, sepp.ErrJobNotFound) {
+				continue
+			}
+			if err != nil {
+				return 0, err
+			}
+			if j.State == sepp.JobStateDead {
+				n++
+			}
+		}
+		return n, nil
 	}
-	sel.JobIDs = pos
-	if sel.Queue == "" && !sel.All && len(sel.JobIDs) == 0 {
-		fmt.Fprintf(stderr, "usage: sepp dlq %s [--queue Q | --all | JOB_ID...]\n", verb)
-		return exitCode(2)
+	req := sepp.ListJobsRequest{State: sepp.JobStateDead, PageSize: 1000}
+	if !sel.All {
+		req.Queue = sel.Queue
 	}
 	var n int64
-	err = cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
-		if verb == "requeue" {
-			n, err = c.RequeueDeadJobs(ctx, sel)
-		} else {
-			n, err = c.PurgeDeadJobs(ctx, sel)
+	for {
+		page, err := c.ListJobs(ctx, req)
+		if err != nil {
+			return 0, err
 		}
-		return err
-	})
-	if err != nil {
-		return err
+		n += int64(len(page.Jobs))
+		if page.NextPageToken == "" {
+			return n, nil
+		}
+		req.PageToken = page.NextPageToken
 	}
-	key := verb + "d"
-	return cf.output(stdout, map[string]int64{key: n}, []row{{key, fmt.Sprint(n)}})
+}
+
+func dlqCmd(env *cliEnv, verb string) *cobra.Command {
+	var sel sepp.DeadJobs
+	var conf confirmFlags
+	short := map[string]string{"requeue": "make dead jobs available again, attempts reset",
+		"purge": "delete dead jobs (their dedup records stay until their windows end)"}[verb]
+	cmd := &cobra.Command{Use: verb + " [--queue Q | --all | JOB_ID...]", Short: short, Args: cobra.ArbitraryArgs}
+	cmd.Flags().StringVar(&sel.Queue, "queue", "", "the dead jobs of this queue")
+	cmd.Flags().BoolVar(&sel.All, "all", false, "every dead job")
+	if verb == "purge" {
+		conf.register(cmd.Flags())
+	}
+	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		cf := &env.cf
+		sel.JobIDs = args
+		if sel.Queue == "" && !sel.All && len(sel.JobIDs) == 0 {
+			fmt.Fprintf(env.stderr, "usage: sepp dlq %s [--queue Q | --all | JOB_ID...]\n", verb)
+			return exitCode(exitUsage)
+		}
+		where := "from queue " + sel.Queue
+		switch {
+		case sel.All:
+			where = "from every queue"
+		case sel.Queue == "":
+			where = "of the " + fmt.Sprint(len(sel.JobIDs)) + " given"
+		}
+		if verb == "purge" && (conf.dryRun || (!conf.yes && env.stdinTTY)) {
+			var n int64
+			if err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
+				n, err = countDead(ctx, c, sel)
+				return err
+			}); err != nil {
+				return err
+			}
+			if conf.dryRun {
+				return cf.say(env.stdout, map[string]any{"dryRun": true, "wouldPurge": fmt.Sprint(n)},
+					fmt.Sprintf("dry run: would purge %d dead jobs %s; nothing done", n, where))
+			}
+			if err := confirm(env, conf, "purge %d dead jobs %s?", n, where); err != nil {
+				return err
+			}
+		} else if verb == "purge" {
+			if err := confirm(env, conf, "purge the dead jobs %s?", where); err != nil {
+				return err
+			}
+		}
+		var n int64
+		err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
+			if verb == "requeue" {
+				n, err = c.RequeueDeadJobs(ctx, sel)
+			} else {
+				n, err = c.PurgeDeadJobs(ctx, sel)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		key := verb + "d"
+		rows := []row{{key, fmt.Sprint(n)}}
+		if verb == "requeue" {
+			return cf.output(env.stdout, &seppv1.RequeueDeadJobsResponse{Requeued: n}, rows)
+		}
+		return cf.output(env.stdout, &seppv1.PurgeDeadJobsResponse{Purged: n}, rows)
+	})
+	return cmd
 }

@@ -58,12 +58,13 @@ func TestCLIEnqueueLookupRelease(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"jobId": "`+first.JobID+`"`) || !strings.Contains(out, `"idempotencyKey": "receipt-order-8a3f"`) {
 		t.Fatalf("job get --json: %v\n%s", err, out)
 	}
-	out, _, err = cli(t, "key", "release", addr, "--queue", "emails", "receipt-order-8a3f")
+	out, _, err = cli(t, "key", "release", addr, "--queue", "emails", "receipt-order-8a3f", "--yes")
 	if err != nil || !regexpLine(out, "released", "true") {
 		t.Fatalf("key release: %v\n%s", err, out)
 	}
+	// Not found: the answer is printed, and the exit status is 3.
 	out, _, err = cli(t, "key", "lookup", addr, "--queue", "emails", "receipt-order-8a3f", "--json")
-	if err != nil || !strings.Contains(out, `"found": false`) {
+	if err != exitCode(exitNotFound) || !strings.Contains(out, `"found": false`) {
 		t.Fatalf("lookup after release: %v\n%s", err, out)
 	}
 	out, _, err = cli(t, "job", "cancel", first.JobID, addr)
@@ -223,12 +224,12 @@ func TestCLIQueuesJobsAndDeadLetter(t *testing.T) {
 	if err != nil || !regexpLine(out, "requeued", "1") {
 		t.Fatalf("dlq requeue: %v\n%s", err, out)
 	}
-	out, _, err = cli(t, "queue", "pause", "mail", addr)
+	out, _, err = cli(t, "queue", "pause", "mail", addr, "--yes")
 	if err != nil || !regexpLine(out, "paused", "true") {
 		t.Fatalf("queue pause: %v\n%s", err, out)
 	}
 	out, _, err = cli(t, "queues", addr, "--json")
-	if err != nil || !strings.Contains(out, `"paused": true`) || !strings.Contains(out, `"available": 1`) {
+	if err != nil || !strings.Contains(out, `"paused": true`) || !strings.Contains(out, `"available": "1"`) {
 		t.Fatalf("queues --json after pause: %v\n%s", err, out)
 	}
 	if _, _, err := cli(t, "jobs", "list", addr, "--state", "zombie"); err == nil {

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -21,14 +20,20 @@ type connFlags struct {
 	keyFile  string
 }
 
-func (f *connFlags) register(fs *flag.FlagSet) {
+// stringFlags is a flag set of either package: the Go-style commands' flag
+// and cobra's pflag.
+type stringFlags interface {
+	StringVar(p *string, name, value, usage string)
+}
+
+func (f *connFlags) register(fs stringFlags) {
 	fs.StringVar(&f.token, "token", os.Getenv("SEPP_TOKEN"), "send this token as authorization: Bearer (env SEPP_TOKEN)")
 	f.registerTLS(fs)
 }
 
 // registerTLS registers the TLS flags alone, for a command that sends no
 // token.
-func (f *connFlags) registerTLS(fs *flag.FlagSet) {
+func (f *connFlags) registerTLS(fs stringFlags) {
 	fs.StringVar(&f.caFile, "ca-file", os.Getenv("SEPP_CA_FILE"), "verify an https:// server against the PEM CA certificates in this `file` instead of the system's (env SEPP_CA_FILE)")
 	fs.StringVar(&f.certFile, "cert-file", os.Getenv("SEPP_CERT_FILE"), "mutual TLS: present the PEM client certificate in this `file` (env SEPP_CERT_FILE; needs --key-file)")
 	fs.StringVar(&f.keyFile, "key-file", os.Getenv("SEPP_KEY_FILE"), "mutual TLS: the PEM private key of --cert-file (env SEPP_KEY_FILE)")

@@ -2,180 +2,166 @@
 //
 //	sepp serve [--config sepp.toml] [--check-config]
 //	sepp enqueue --queue q --type t [--key k] [--payload ... | --payload-file f]
+//	sepp enqueue-batch --file jobs.jsonl [--atomic]
 //	sepp job get ID | sepp job cancel ID
 //	sepp key lookup --queue q KEY | sepp key release --queue q KEY
 //	sepp token create --name N --roles producer,worker [--queues 'payments*']
 //	sepp webhook test --path /hooks/x --key k --body @file [--scheme github --secret-env NAME]
 //	sepp bench enqueue [-n 100000] [-c 32] [-dup 0.2] [-payload 256]
 //
-// main only wires flags to a command; the work lives in the packages.
+// main only wires flags to a command; the work lives in the packages. The
+// command tree is cobra's (commands.go); docs/cli.md describes it.
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"syscall"
+
+	"github.com/sepp-dev/sepp"
 )
-
-const usage = `sepp: a job queue whose retries never become duplicates.
-
-Usage:
-  sepp serve [--config FILE] [--check-config]   run the server (no config needed)
-  sepp migrate [--config FILE]                  apply the store's schema migrations and exit
-  sepp enqueue --queue Q --type T [--key K] [--payload DATA | --payload-file F]
-  sepp job get ID                               show a job
-  sepp job cancel ID                            cancel a job that has not finished
-  sepp key lookup --queue Q KEY                 was KEY already enqueued on Q?
-  sepp key release --queue Q KEY                forget KEY now (the job stays)
-  sepp queues                                   jobs by state, dedup records, paused, per queue
-  sepp queue pause|resume Q                     stop or restart delivery from Q
-  sepp jobs list [--queue Q] [--state S]        list jobs
-  sepp dlq list|requeue|purge [--queue Q | --all | ID...]   the dead letter
-  sepp webhook test --path P --key K --body @FILE|TEXT [--scheme S --secret-env NAME]
-                                                send a signed POST to a [[webhooks]] path
-  sepp token create --name N --roles R,R [--queues Q,Q]
-                                                a new API token: its secret, and the [[auth.tokens]] lines
-  sepp bench enqueue [flags]                    measure keyed enqueue throughput
-  sepp bench e2e [flags]                        measure enqueue-to-completion throughput
-  sepp bench worker --queues Q [flags]          a no-op worker process, for load and crash tests
-  sepp version
-
-Client commands take --addr (default http://127.0.0.1:50051, env SEPP_ADDR;
-https://host:port for TLS), --token (env SEPP_TOKEN), --ca-file, --cert-file
-and --key-file (env SEPP_CA_FILE, SEPP_CERT_FILE, SEPP_KEY_FILE) and --json
-for machine-readable output. Run "sepp COMMAND -h" for its flags.
-`
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// exitCode errors carry the process exit status: 2 for usage errors.
+// The exit statuses, documented in docs/cli.md and "sepp --help".
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitNotFound    = 3
+	exitUnavailable = 4
+	exitAuth        = 5
+)
+
+// exitCode errors carry the process exit status of an error already
+// reported: 2 for usage errors.
 type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
 
+// usageError is a mistake in the command line: reported, then exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
 func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// execute runs the command line and reports its error on stderr (as JSON
+// under --json), and returns the exit status.
+func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	jsonOut, err := runCLI(args, stdin, stdout, stderr)
+	if err == nil {
+		return exitOK
+	}
 	var code exitCode
-	switch {
-	case err == nil:
-	case errors.As(err, &code):
-		os.Exit(int(code))
-	default:
-		msg := err.Error()
-		if !strings.HasPrefix(msg, "sepp: ") {
-			msg = "sepp: " + msg
-		}
-		fmt.Fprintln(os.Stderr, msg)
-		os.Exit(1)
+	if errors.As(err, &code) {
+		return int(code)
 	}
+	reportError(stderr, err, jsonOut)
+	return exitStatus(err)
 }
 
+// run is the command line without the final report, for the tests: usage
+// errors are reported and come back as exitCode(2), other errors as they are.
 func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return exitCode(2)
-	}
-	cmd, rest := args[0], args[1:]
-	sub := func() (string, []string) {
-		if len(rest) == 0 {
-			return "", nil
-		}
-		return rest[0], rest[1:]
-	}
-	switch cmd {
-	case "serve":
-		return runServe(rest, stdout, stderr)
-	case "migrate":
-		return runMigrate(rest, stdout, stderr)
-	case "enqueue":
-		return runEnqueue(rest, stdout, stderr)
-	case "job":
-		switch s, r := sub(); s {
-		case "get":
-			return runJobGet(r, stdout, stderr)
-		case "cancel":
-			return runJobCancel(r, stdout, stderr)
-		}
-	case "key":
-		switch s, r := sub(); s {
-		case "lookup":
-			return runKeyLookup(r, stdout, stderr)
-		case "release":
-			return runKeyRelease(r, stdout, stderr)
-		}
-	case "queues":
-		return runQueues(rest, stdout, stderr)
-	case "queue":
-		switch s, r := sub(); s {
-		case "pause":
-			return runQueuePause(r, stdout, stderr, true)
-		case "resume":
-			return runQueuePause(r, stdout, stderr, false)
-		}
-	case "jobs":
-		switch s, r := sub(); s {
-		case "list":
-			return runJobsList(r, stdout, stderr)
-		}
-	case "dlq":
-		switch s, r := sub(); s {
-		case "list":
-			return runDLQList(r, stdout, stderr)
-		case "requeue":
-			return runDLQ("requeue", r, stdout, stderr)
-		case "purge":
-			return runDLQ("purge", r, stdout, stderr)
-		}
-	case "token":
-		switch s, r := sub(); s {
-		case "create":
-			return runTokenCreate(r, stdout, stderr)
-		}
-	case "webhook":
-		switch s, r := sub(); s {
-		case "test":
-			return runWebhookTest(r, stdout, stderr)
-		}
-	case "bench":
-		switch s, r := sub(); s {
-		case "enqueue":
-			return runBenchEnqueue(r, stdout, stderr)
-		case "e2e":
-			return runBenchE2E(r, stdout, stderr)
-		case "worker":
-			return runBenchWorker(r, stdout, stderr)
-		}
-	case "version", "--version":
-		fmt.Fprintln(stdout, "sepp", version)
-		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	}
-	fmt.Fprintf(stderr, "sepp: unknown command %q\n\n%s", cmd, usage)
-	return exitCode(2)
+	_, err := runCLI(args, os.Stdin, stdout, stderr)
+	return err
 }
 
-// parseInterspersed parses flags that may come before or after positional
-// arguments ("sepp job get ID --json") and returns the positionals.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, exitCode(0)
-			}
-			return nil, exitCode(2)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+// exitStatus maps an error to the documented exit status.
+func exitStatus(err error) int {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return exitUsage
 	}
+	var se *sepp.Error
+	if errors.As(err, &se) {
+		switch se.Reason {
+		case sepp.ErrJobNotFound.Error(), sepp.ErrUnknownQueue.Error(), "KEY_NOT_FOUND":
+			return exitNotFound
+		case sepp.ErrUnavailable.Error():
+			return exitUnavailable
+		case sepp.ErrUnauthenticated.Error(), sepp.ErrPermissionDenied.Error():
+			return exitAuth
+		}
+		switch se.Code {
+		case "not_found":
+			return exitNotFound
+		case "unavailable", "deadline_exceeded":
+			return exitUnavailable
+		case "unauthenticated", "permission_denied":
+			return exitAuth
+		}
+		return exitError
+	}
+	var nf *notFoundError
+	if errors.As(err, &nf) {
+		return exitNotFound
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
+		strings.Contains(err.Error(), "connection refused") {
+		return exitUnavailable
+	}
+	return exitError
+}
+
+// notFoundError is a lookup that found nothing (key lookup): exit 3.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
+// jsonError is an error as --json prints it on stderr.
+type jsonError struct {
+	Code     string            `json:"code"`
+	Reason   string            `json:"reason"`
+	Message  string            `json:"message"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+func toJSONError(err error) jsonError {
+	var se *sepp.Error
+	if errors.As(err, &se) {
+		md := se.Metadata
+		if md == nil {
+			md = map[string]string{}
+		}
+		return jsonError{Code: se.Code, Reason: se.Reason, Message: se.Message, Metadata: md}
+	}
+	je := jsonError{Code: "unknown", Reason: "CLI_ERROR", Message: strings.TrimPrefix(err.Error(), "sepp: "), Metadata: map[string]string{}}
+	var ue *usageError
+	var nf *notFoundError
+	switch {
+	case errors.As(err, &ue):
+		je.Code, je.Reason = "invalid_argument", "USAGE"
+	case errors.As(err, &nf):
+		je.Code, je.Reason = "not_found", "KEY_NOT_FOUND"
+	case exitStatus(err) == exitUnavailable:
+		je.Code, je.Reason = "unavailable", sepp.ErrUnavailable.Error()
+	}
+	return je
+}
+
+// reportError prints err on stderr: "sepp: ..." for people, one JSON object
+// under --json.
+func reportError(stderr io.Writer, err error, jsonOut bool) {
+	if jsonOut {
+		b, _ := json.Marshal(toJSONError(err))
+		fmt.Fprintf(stderr, "%s\n", b)
+		return
+	}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "sepp: ") {
+		msg = "sepp: " + msg
+	}
+	fmt.Fprintln(stderr, msg)
 }

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+)
+
+const rootLong = `sepp: a job queue whose retries never become duplicates.
+
+One binary: the server (sepp serve), the CLI that talks to it, and the
+benchmark driver. Client commands take --addr (default http://127.0.0.1:50051,
+env SEPP_ADDR; https://host:port for TLS), --token (env SEPP_TOKEN),
+--ca-file, --cert-file and --key-file (env SEPP_CA_FILE, SEPP_CERT_FILE,
+SEPP_KEY_FILE), before or after the command, and --json for the API's own
+JSON (errors too, on stderr).
+
+Exit status:
+  0  ok
+  1  error
+  2  usage: unknown command or flag, missing argument or required flag,
+     or a destructive command without --yes on a non-interactive stdin
+  3  not found: JOB_NOT_FOUND, UNKNOWN_QUEUE, a key lookup that finds nothing
+  4  unavailable: the server is down or did not answer in time
+  5  permission: UNAUTHENTICATED or PERMISSION_DENIED
+
+docs/cli.md describes every command.`
+
+// cliEnv is what the commands of one run share.
+type cliEnv struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	cf             clientFlags
+	// stdinTTY and stderrTTY: whether to prompt, and to draw progress.
+	stdinTTY, stderrTTY bool
+}
+
+// ranError marks an error returned by a command's own code, as opposed to
+// one cobra found in the command line (a usage error).
+type ranError struct{ err error }
+
+func (e *ranError) Error() string { return e.err.Error() }
+func (e *ranError) Unwrap() error { return e.err }
+
+// runE wraps a command's function so that its errors are told apart from
+// cobra's usage errors.
+func runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := fn(cmd, args); err != nil {
+			return &ranError{err}
+		}
+		return nil
+	}
+}
+
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	return ok && term.IsTerminal(int(file.Fd()))
+}
+
+// runCLI builds the command tree, runs args, prints usage errors (and returns
+// exitCode(2) for them), and returns the command's error and whether --json
+// was given.
+func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer) (bool, error) {
+	env := &cliEnv{stdin: stdin, stdout: stdout, stderr: stderr, stdinTTY: isTerminal(stdin), stderrTTY: isTerminal(stderr)}
+	root := newRoot(env)
+	args = longSingleDash(root, args)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return env.cf.json, nil
+	}
+	var re *ranError
+	if errors.As(err, &re) {
+		err = re.err
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			return env.cf.json, err
+		}
+	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return env.cf.json, err
+	}
+	// A usage error: cobra's (unknown command or flag, missing required
+	// flag, wrong arguments) or a command's own.
+	msg := err.Error()
+	if cmd == nil {
+		cmd = root
+	}
+	if env.cf.json {
+		reportError(stderr, &usageError{msg}, true)
+	} else {
+		fmt.Fprintf(stderr, "sepp: %s\nRun '%s --help' for usage.\n", strings.TrimRight(strings.TrimPrefix(msg, "sepp: "), "\n"), cmd.CommandPath())
+	}
+	return env.cf.json, exitCode(exitUsage)
+}
+
+// longSingleDash rewrites -name to --name for the long flags of the
+// commands: the CLI took Go-style single-dash flags (-queue q) before cobra.
+func longSingleDash(root *cobra.Command, args []string) []string {
+	names := map[string]bool{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) { names[f.Name] = true })
+		c.PersistentFlags().VisitAll(func(f *pflag.Flag) { names[f.Name] = true })
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(root)
+	out := make([]string, len(args))
+	copy(out, args)
+	for i, a := range out {
+		if a == "--" {
+			break
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' {
+			name, _, _ := strings.Cut(a[1:], "=")
+			if len(name) > 1 && names[name] {
+				out[i] = "-" + a
+			}
+		}
+	}
+	return out
+}
+
+// unknownSub answers a command group given a word that is none of its
+// commands, with cobra's suggestions.
+func unknownSub(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		cmd.SetOut(cmd.ErrOrStderr())
+		cmd.Usage()
+		return exitCode(exitUsage)
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+	}
+	return errors.New(msg) // not a ranError: a usage error
+}
+
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short, Args: cobra.ArbitraryArgs, RunE: unknownSub, SuggestionsMinimumDistance: 2}
+	c.AddCommand(subs...)
+	return c
+}
+
+// legacy is a command that parses its own Go-style flags (serve, bench ...):
+// they accept -n as well as --n, as they always did.
+func legacy(env *cliEnv, use, short string, fn func(args []string, stdout, stderr io.Writer) error) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, DisableFlagParsing: true,
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			flagOut := env.stderr
+			for _, a := range args {
+				if a == "--" {
+					break
+				}
+				if a == "-h" || a == "-help" || a == "--help" {
+					flagOut = env.stdout // help goes to stdout
+				}
+			}
+			return fn(args, env.stdout, flagOut)
+		})}
+}
+
+func newRoot(env *cliEnv) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sepp",
+		Short:         "a job queue whose retries never become duplicates",
+		Long:          rootLong,
+		Version:       version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.ArbitraryArgs,
+		RunE:          unknownSub,
+
+		SuggestionsMinimumDistance: 2,
+	}
+	root.SetVersionTemplate("sepp {{.Version}}\n")
+	env.cf.register(root.PersistentFlags())
+
+	root.AddCommand(
+		legacy(env, "serve", "run the server (no config needed): serve [--config FILE] [--check-config]", runServe),
+		legacy(env, "migrate", "apply the store's schema migrations and exit: migrate [--config FILE]", runMigrate),
+		enqueueCmd(env),
+		enqueueBatchCmd(env),
+		group("job", "show or cancel a job", jobCmd(env, "get", "show a job"), jobCmd(env, "cancel", "cancel a job that has not finished")),
+		group("key", "look up or release an idempotency key", keyLookupCmd(env), keyReleaseCmd(env)),
+		queuesCmd(env),
+		group("queue", "pause or resume delivery from a queue", queuePauseCmd(env, true), queuePauseCmd(env, false)),
+		group("jobs", "list jobs", jobsListCmd(env)),
+		group("dlq", "the dead letter: list, requeue or purge dead jobs", dlqListCmd(env), dlqCmd(env, "requeue"), dlqCmd(env, "purge")),
+		group("token", "API tokens",
+			legacy(env, "create", "a new API token: its secret, and the [[auth.tokens]] lines: create --name N --roles R,R [--queues Q,Q]", runTokenCreate)),
+		group("webhook", "webhooks",
+			legacy(env, "test", "send a signed POST to a [[webhooks]] path: test --path P --key K --body @FILE|TEXT [--scheme S --secret-env NAME]", runWebhookTest)),
+		group("bench", "benchmarks",
+			legacy(env, "enqueue", "measure keyed enqueue throughput: enqueue [-n 100000] [-c 32] [-dup 0.2] [-payload 256]", runBenchEnqueue),
+			legacy(env, "e2e", "measure enqueue-to-completion throughput", runBenchE2E),
+			legacy(env, "worker", "a no-op worker process, for load and crash tests: worker --queues Q", runBenchWorker)),
+		&cobra.Command{Use: "version", Short: "print the version", Args: cobra.NoArgs,
+			Run: func(cmd *cobra.Command, args []string) { fmt.Fprintln(env.stdout, "sepp", version) }},
+	)
+	return root
+}
+
+// parseInterspersed parses the Go-style flags of a legacy command, which may
+// come before or after positional arguments ("sepp bench worker x -c 4"),
+// and returns the positionals.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, exitCode(0)
+			}
+			return nil, exitCode(2)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
