@@ -1,0 +1,193 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/postgres"
+	"github.com/sepp-dev/sepp/internal/testserver"
+)
+
+// TestReadyzPostgresUnreachable: a node on PostgreSQL, reached through a TCP
+// proxy; when the proxy drops every connection and refuses new ones, /readyz
+// answers 503 "store unreadable: ..." within a few seconds and gRPC health
+// says NOT_SERVING, while /healthz stays 200; when the proxy is back, /readyz
+// answers 200 again. Needs SEPP_TEST_POSTGRES_URL (CI sets it).
+func TestReadyzPostgresUnreachable(t *testing.T) {
+	base := os.Getenv("SEPP_TEST_POSTGRES_URL")
+	if base == "" {
+		t.Skip("SEPP_TEST_POSTGRES_URL is not set (CI sets it)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	schema := fmt.Sprintf("sepp_readyz_%d", time.Now().UnixNano())
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("PostgreSQL at SEPP_TEST_POSTGRES_URL: %v", err)
+	}
+	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close(ctx)
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(context.Background(), base); err == nil {
+			c.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+			c.Close(context.Background())
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPGProxy(t, u.Host)
+	u.Host = p.addr
+	q := u.Query()
+	q.Set("search_path", schema)
+	q.Set("connect_timeout", "1")
+	u.RawQuery = q.Encode()
+	pg, err := postgres.Open(ctx, postgres.Options{URL: u.String(), MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() }) // after the server's shutdown (cleanups run last first)
+	srv := testserver.Start(t, testserver.Options{WrapStore: func(store.Store) store.Store { return pg }})
+
+	if code, body, _ := probe(t, http.DefaultClient, "GET", srv.URL+"/readyz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/readyz with the database reachable: %d %q, want 200", code, body)
+	}
+	p.down()
+	start := time.Now()
+	var code int
+	var body string
+	for time.Since(start) < 10*time.Second {
+		if code, body, _ = probe(t, http.DefaultClient, "GET", srv.URL+"/readyz"); code == 503 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code != 503 || !strings.HasPrefix(body, "store unreadable: ") || strings.Count(body, "\n") != 1 {
+		t.Fatalf("/readyz with the database unreachable after %v: %d %q, want 503 \"store unreadable: ...\"", time.Since(start), code, body)
+	}
+	t.Logf("/readyz said %q after %v", strings.TrimSpace(body), time.Since(start).Round(time.Millisecond))
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("/readyz took %v to notice the database was gone, want within readyFresh + readyTimeout", d)
+	}
+	if st := grpcHealth(t, srv.Addr); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("gRPC health with the database unreachable: %v, want NOT_SERVING", st)
+	}
+	if code, _, _ := probe(t, http.DefaultClient, "GET", srv.URL+"/healthz"); code != 200 {
+		t.Errorf("/healthz with the database unreachable: %d, want 200", code)
+	}
+
+	p.up(t)
+	start = time.Now()
+	for time.Since(start) < 20*time.Second {
+		if code, body, _ = probe(t, http.DefaultClient, "GET", srv.URL+"/readyz"); code == 200 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code != 200 {
+		t.Fatalf("/readyz after the database came back: %d %q, want 200", code, body)
+	}
+	if st := grpcHealth(t, srv.Addr); st != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("gRPC health after the database came back: %v, want SERVING", st)
+	}
+}
+
+// pgProxy forwards TCP connections from a loopback port to PostgreSQL; down
+// closes the port and every forwarded connection, up opens the port again
+// (as the PostgreSQL store's tests do).
+type pgProxy struct {
+	target, addr string
+	mu           sync.Mutex
+	ln           net.Listener
+	conns        map[net.Conn]bool
+}
+
+func startPGProxy(t *testing.T, target string) *pgProxy {
+	t.Helper()
+	p := &pgProxy{target: target, conns: map[net.Conn]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(p.down)
+	return p
+}
+
+func (p *pgProxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.forward(c)
+		}
+	}()
+}
+
+func (p *pgProxy) forward(c net.Conn) {
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.ln == nil { // down while dialling
+		p.mu.Unlock()
+		c.Close()
+		s.Close()
+		return
+	}
+	p.conns[c], p.conns[s] = true, true
+	p.mu.Unlock()
+	pipe := func(dst, src net.Conn) {
+		io.Copy(dst, src)
+		dst.Close()
+		src.Close()
+	}
+	go pipe(s, c)
+	go pipe(c, s)
+}
+
+func (p *pgProxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+func (p *pgProxy) up(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatalf("proxy: listen again at %s: %v", p.addr, err)
+	}
+	p.serve(ln)
+}
