@@ -58,7 +58,8 @@ export function Confirm(props: { title: string; message: ComponentChildren; conf
 export function Sparkline(props: { values: number[]; label: string }) {
   const w = 120;
   const h = 32;
-  const vals = props.values.length ? props.values : [0];
+  // Fewer than two polls so far: a flat line at zero.
+  const vals = props.values.length >= 2 ? props.values : [0, props.values[0] ?? 0];
   const max = Math.max(1e-9, ...vals);
   const step = vals.length > 1 ? w / (vals.length - 1) : w;
   const pts = vals.map((v, i) => `${(i * step).toFixed(1)},${(h - 2 - (v / max) * (h - 4)).toFixed(1)}`).join(" ");
@@ -69,6 +70,8 @@ export function Sparkline(props: { values: number[]; label: string }) {
         {props.label} <b>{last.toFixed(last >= 10 ? 0 : 1)}/s</b>
       </div>
       <svg width={w} height={h} viewBox={`0 0 ${w} ${h}`} aria-hidden="true">
+        <polygon points={`0,${h - 1} ${pts} ${((vals.length - 1) * step).toFixed(1)},${h - 1}`} fill="currentColor" fill-opacity="0.12" stroke="none" />
+        <line x1="0" y1={h - 1} x2={w} y2={h - 1} stroke="currentColor" stroke-opacity="0.3" stroke-width="1" />
         <polyline points={pts} fill="none" stroke="currentColor" stroke-width="1.5" />
       </svg>
     </div>

@@ -72,7 +72,7 @@ export function DeadPage(props: { query: URLSearchParams }) {
           />
           {jobs.length === 0 && <p class="muted">No dead jobs on {queue}.</p>}
           {jobs.some((j) => j.lastError) && (
-            <details>
+            <details open>
               <summary>Last errors</summary>
               <ul class="errors">
                 {jobs.filter((j) => j.lastError).map((j) => (
@@ -87,7 +87,7 @@ export function DeadPage(props: { query: URLSearchParams }) {
       {pending && (
         <Confirm
           title={pending.op === "requeue" ? "Requeue dead jobs?" : "Purge dead jobs?"}
-          message={pending.op === "requeue" ? `Requeue ${what(pending)}: they become available again with their attempts reset.` : `Delete ${what(pending)} for good. This cannot be undone.`}
+          message={pending.op === "requeue" ? `Requeue ${what(pending)}: ${pending.ids?.length === 1 ? "it becomes" : "they become"} available again with attempts reset to 0.` : `Delete ${what(pending)} for good. This cannot be undone.`}
           confirmLabel={pending.op === "requeue" ? "Requeue" : "Purge"}
           danger={pending.op === "purge"}
           onConfirm={() => void run(pending)}
