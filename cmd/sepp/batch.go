@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 
 	"github.com/spf13/cobra"
 
@@ -109,9 +110,6 @@ const maxShownErrors = 5
 
 func (s *batchSummary) fail(line int, err error) {
 	s.Errors++
-	if len(s.FirstErrors) >= maxShownErrors {
-		return
-	}
 	be := batchError{Line: line, Code: "invalid_argument", Reason: "INVALID_LINE", Message: err.Error()}
 	var se *sepp.Error
 	if errors.As(err, &se) {
@@ -254,6 +252,9 @@ sent. A progress line is drawn on stderr when it is a terminal.`,
 		if show {
 			fmt.Fprintln(env.stderr)
 		}
+		// Lines that failed here and lines the server refused, in order.
+		sort.SliceStable(sum.FirstErrors, func(i, j int) bool { return sum.FirstErrors[i].Line < sum.FirstErrors[j].Line })
+		sum.FirstErrors = sum.FirstErrors[:min(len(sum.FirstErrors), maxShownErrors)]
 		rows := []row{{"lines", fmt.Sprint(sum.Lines)}, {"created", fmt.Sprint(sum.Created)},
 			{"hits", fmt.Sprintf("%d (deduplicated)", sum.Hits)}, {"errors", fmt.Sprint(sum.Errors)}}
 		if sum.NotSent > 0 {
@@ -280,4 +281,3 @@ sent. A progress line is drawn on stderr when it is a terminal.`,
 	})
 	return cmd
 }
-

@@ -80,7 +80,12 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 	var firstErr error
 	var errOnce sync.Once
 	var wg sync.WaitGroup
+	var done atomic.Int64
 	start := time.Now()
+	stopProgress := liveProgress(stderr, bf.progress, func() string {
+		d := done.Load()
+		return fmt.Sprintf("bench enqueue: %d/%d enqueues, %.0f/s", d, *n, float64(d)/time.Since(start).Seconds())
+	})
 	for range *c {
 		wg.Add(1)
 		go func() {
@@ -96,6 +101,7 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 					IdempotencyKey: sepp.Key(fmt.Sprintf("bench-%s-%d", run, keys[i])),
 				})
 				lat[i] = time.Since(t)
+				done.Add(1)
 				if err != nil {
 					failed.Add(1)
 					errOnce.Do(func() { firstErr = err })
@@ -106,6 +112,7 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 	wg.Wait()
+	stopProgress()
 	elapsed := time.Since(start)
 	if f := failed.Load(); f > 0 {
 		return fmt.Errorf("%d of %d enqueues failed; first: %w", f, *n, firstErr)
@@ -168,11 +175,40 @@ func benchKeys(n int, dup float64) []int {
 type benchFlags struct {
 	addr, data, cpuProfile string
 	conn                   connFlags
+	progress               bool
+}
+
+// liveProgress prints line() on stderr once a second, when stderr is a
+// terminal (or force), until the returned stop is called.
+func liveProgress(stderr io.Writer, force bool, line func() string) (stop func()) {
+	if !force && !isTerminal(stderr) {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				fmt.Fprintln(stderr, line())
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.addr, "addr", os.Getenv("SEPP_ADDR"), "server to load (env SEPP_ADDR); empty: start a server in this process on a fresh data directory")
 	fs.StringVar(&f.data, "data", "", "data directory of the server this command starts (default: a temporary directory, removed after)")
+	fs.BoolVar(&f.progress, "progress", false, "print progress on stderr once a second even when it is not a terminal")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (client, and the server when in-process) to `file`")
 	f.conn.register(fs) // --token, --ca-file, --cert-file, --key-file (clienttls.go)
 }

@@ -85,6 +85,11 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 	}
 	begin := time.Now()
 	var next atomic.Int64
+	stopProgress := liveProgress(stderr, bf.progress, func() string {
+		return fmt.Sprintf("bench e2e: %d/%d enqueued, %d handled, %.0f handled/s", min(next.Load(), int64(*n)), *n,
+			started.Load(), float64(started.Load())/time.Since(begin).Seconds())
+	})
+	defer stopProgress()
 	var failed atomic.Int64
 	var wg sync.WaitGroup
 	for range *producers {

@@ -1,0 +1,403 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	seppclient "github.com/sepp-dev/sepp"
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/internal/testserver"
+)
+
+// binRun runs the real binary with args and an empty, non-terminal stdin,
+// and returns stdout, stderr and the exit status.
+func binRun(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(buildSepp(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), 0
+}
+
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real binary; skipped with -short")
+	}
+}
+
+// TestCLIMistakes: each mistake in a command line gets a message that names
+// it and the exit status of its kind; help goes to stdout.
+func TestCLIMistakes(t *testing.T) {
+	skipShort(t)
+	srv := testserver.Start(t, testserver.Options{})
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     []string
+		stderr     []string
+		stdoutNone bool
+	}{
+		{"typo subcommand", []string{"job", "gte", "x"}, 2, nil,
+			[]string{`unknown command "gte" for "sepp job"`, "Did you mean this?", "\tget"}, true},
+		{"typo command", []string{"queus"}, 2, nil, []string{`unknown command "queus" for "sepp"`, "queues"}, true},
+		{"enqueue without --type", []string{"enqueue", "--queue", "q"}, 2, nil, []string{`"type"`, "sepp enqueue --help"}, true},
+		{"unknown flag", []string{"jobs", "list", "--stat", "dead"}, 2, nil, []string{"unknown flag: --stat"}, true},
+		{"job get without id", []string{"job", "get"}, 2, nil, []string{"accepts 1 arg(s), received 0"}, true},
+		{"bad --state", []string{"jobs", "list", "--state", "zombie", "--addr", srv.URL}, 2, nil, []string{`--state "zombie"`}, true},
+		{"-h on stdout", []string{"job", "-h"}, 0, []string{"get", "cancel", "Usage:"}, nil, false},
+		{"--help of a subcommand", []string{"job", "get", "--help"}, 0, []string{"sepp job get JOB_ID", "--addr"}, nil, false},
+		{"root help has exit codes", []string{"--help"}, 0, []string{"Exit status:", "5  permission", "enqueue-batch"}, nil, false},
+		{"legacy help on stdout", []string{"bench", "enqueue", "-h"}, 0, []string{"-dup"}, nil, false},
+		{"version", []string{"--version"}, 0, []string{"sepp dev"}, nil, false},
+		{"completion", []string{"completion", "bash"}, 0, []string{"bash completion"}, nil, false},
+		{"flags before the command", []string{"--addr", srv.URL, "--json", "queues"}, 0, []string{`"queues": [`}, nil, false},
+		{"single-dash long flag", []string{"jobs", "list", "-queue", "none", "-addr", srv.URL}, 0, []string{"JOB ID"}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := binRun(t, nil, tc.args...)
+			if code != tc.code {
+				t.Fatalf("%v: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", tc.args, code, tc.code, out, errOut)
+			}
+			for _, w := range tc.stdout {
+				if !strings.Contains(out, w) {
+					t.Errorf("%v: stdout lacks %q:\n%s", tc.args, w, out)
+				}
+			}
+			for _, w := range tc.stderr {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("%v: stderr lacks %q:\n%s", tc.args, w, errOut)
+				}
+			}
+			if tc.stdoutNone && out != "" {
+				t.Errorf("%v: stdout not empty:\n%s", tc.args, out)
+			}
+		})
+	}
+}
+
+// apiJSON parses out as the API's JSON of m, strictly (unknown fields fail),
+// and checks it uses the camelCase names.
+func apiJSON(t *testing.T, what, out string, m proto.Message) {
+	t.Helper()
+	if err := protojson.Unmarshal([]byte(out), m); err != nil {
+		t.Fatalf("%s: not the API's JSON: %v\n%s", what, err, out)
+	}
+	if strings.Contains(out, `"job_id"`) || strings.Contains(out, `"idempotency_key"`) {
+		t.Fatalf("%s: snake_case keys:\n%s", what, out)
+	}
+}
+
+// jsonErr parses an error printed under --json.
+func jsonErr(t *testing.T, what, stderr string) jsonError {
+	t.Helper()
+	var e jsonError
+	dec := json.NewDecoder(strings.NewReader(stderr))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil || e.Code == "" || e.Reason == "" || e.Message == "" || e.Metadata == nil {
+		t.Fatalf("%s: not a JSON error {code, reason, message, metadata}: %v\n%s", what, err, stderr)
+	}
+	return e
+}
+
+// TestCLIJSONAndExitCodes: --json prints the API's JSON, errors too, and
+// the exit status says what kind of failure it was.
+func TestCLIJSONAndExitCodes(t *testing.T) {
+	skipShort(t)
+	srv := testserver.Start(t, testserver.Options{})
+	addr := "--addr=" + srv.URL
+
+	out, errOut, code := binRun(t, nil, "--json", addr, "jobs", "list", "--queue", "emails")
+	var page seppv1.ListJobsResponse
+	if code != 0 || !strings.Contains(out, `"jobs": []`) {
+		t.Fatalf("empty jobs list --json: exit %d\n%s%s", code, out, errOut)
+	}
+	apiJSON(t, "jobs list", out, &page)
+
+	out, _, code = binRun(t, nil, "enqueue", addr, "--queue", "emails", "--type", "receipt", "--key", "r-1",
+		"--payload", `{"order":"8a3f"}`, "--header", "trace=abc", "--json")
+	var ack seppv1.EnqueueResponse
+	apiJSON(t, "enqueue", out, &ack)
+	if code != 0 || ack.JobId == "" || ack.Deduplicated || !strings.Contains(out, `"jobId"`) {
+		t.Fatalf("enqueue --json: exit %d\n%s", code, out)
+	}
+
+	out, _, code = binRun(t, nil, "job", "get", ack.JobId, addr, "--json")
+	var got seppv1.GetJobResponse
+	apiJSON(t, "job get", out, &got)
+	if code != 0 || got.Job.GetJobId() != ack.JobId || string(got.Job.GetPayload()) != `{"order":"8a3f"}` ||
+		got.Job.GetIdempotencyKey() != "r-1" || !strings.Contains(out, `"idempotencyKey": "r-1"`) {
+		t.Fatalf("job get --json: exit %d\n%s", code, out)
+	}
+
+	// For people: the payload in full, pretty-printed, and the headers.
+	out, _, code = binRun(t, nil, "job", "get", ack.JobId, addr)
+	for _, w := range []string{"payload:\n  {\n    \"order\": \"8a3f\"\n  }", "trace=abc", "attempts", "last_error"} {
+		if code != 0 || !strings.Contains(out, w) {
+			t.Fatalf("job get lacks %q: exit %d\n%s", w, code, out)
+		}
+	}
+
+	out, _, code = binRun(t, nil, "key", "lookup", "--queue", "emails", "r-1", addr, "--json")
+	var l seppv1.LookupIdempotencyKeyResponse
+	apiJSON(t, "key lookup", out, &l)
+	if code != 0 || !l.Found || l.JobId != ack.JobId {
+		t.Fatalf("key lookup --json: exit %d\n%s", code, out)
+	}
+	out, _, code = binRun(t, nil, "key", "lookup", "--queue", "emails", "never", addr, "--json")
+	if code != 3 || !strings.Contains(out, `"found": false`) {
+		t.Fatalf("key lookup of an unknown key: exit %d, want 3\n%s", code, out)
+	}
+
+	out, _, code = binRun(t, nil, "queues", addr, "--json")
+	var qs seppv1.ListQueuesResponse
+	apiJSON(t, "queues", out, &qs)
+	if code != 0 || len(qs.Queues) != 1 || qs.Queues[0].Available != 1 || !strings.Contains(out, `"dedupRecords"`) {
+		t.Fatalf("queues --json: exit %d\n%s", code, out)
+	}
+
+	// Not found: exit 3, and the error as JSON.
+	_, errOut, code = binRun(t, nil, "job", "get", "0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d", addr, "--json")
+	if e := jsonErr(t, "job not found", errOut); code != 3 || e.Reason != "JOB_NOT_FOUND" || e.Code != "not_found" {
+		t.Fatalf("job not found: exit %d, want 3\n%s", code, errOut)
+	}
+	_, errOut, code = binRun(t, nil, "job", "get", "0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d", addr)
+	if code != 3 || !strings.Contains(errOut, "JOB_NOT_FOUND") {
+		t.Fatalf("job not found without --json: exit %d\n%s", code, errOut)
+	}
+	// A refused enqueue: exit 1, with the reason.
+	_, errOut, code = binRun(t, nil, "enqueue", addr, "--queue", "q", "--type", "t", "--key", strings.Repeat("k", 257), "--json")
+	if e := jsonErr(t, "long key", errOut); code != 1 || e.Reason != "IDEMPOTENCY_KEY_TOO_LONG" {
+		t.Fatalf("long key: exit %d\n%s", code, errOut)
+	}
+	// A usage error under --json is JSON too.
+	_, errOut, code = binRun(t, nil, "enqueue", "--queue", "q", "--json")
+	if e := jsonErr(t, "usage", errOut); code != 2 || e.Reason != "USAGE" || !strings.Contains(e.Message, `"type"`) {
+		t.Fatalf("usage error under --json: exit %d\n%s", code, errOut)
+	}
+
+	// Server down: exit 4.
+	down := "--addr=http://127.0.0.1:1"
+	_, errOut, code = binRun(t, nil, "queues", down, "--timeout=3s")
+	if code != 4 || !strings.Contains(errOut, "sepp serve") {
+		t.Fatalf("server down: exit %d, want 4\n%s", code, errOut)
+	}
+	_, errOut, code = binRun(t, nil, "job", "get", "x", down, "--timeout=3s", "--json")
+	if e := jsonErr(t, "server down", errOut); code != 4 || e.Reason != "UNAVAILABLE" {
+		t.Fatalf("server down --json: exit %d, want 4\n%s", code, errOut)
+	}
+}
+
+// TestCLIAuthExitCode: a call without a token to a server with [auth] exits 5.
+func TestCLIAuthExitCode(t *testing.T) {
+	skipShort(t)
+	secret, snippet, err := newToken("ops", []string{"admin"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := testserver.Start(t, testserver.Options{Config: snippet})
+	_, errOut, code := binRun(t, nil, "queues", "--addr", srv.URL)
+	if code != 5 || !strings.Contains(errOut, "UNAUTHENTICATED") {
+		t.Fatalf("no token: exit %d, want 5\n%s", code, errOut)
+	}
+	_, errOut, code = binRun(t, nil, "queues", "--addr", srv.URL, "--json")
+	if e := jsonErr(t, "no token", errOut); code != 5 || e.Reason != "UNAUTHENTICATED" {
+		t.Fatalf("no token --json: exit %d\n%s", code, errOut)
+	}
+	if _, errOut, code := binRun(t, []string{"SEPP_TOKEN=" + secret}, "queues", "--addr", srv.URL); code != 0 {
+		t.Fatalf("with SEPP_TOKEN: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestCLIDestructiveCommandsAsk: dlq purge, key release and queue pause
+// refuse on a non-interactive stdin without --yes (exit 2, saying so) and do
+// nothing; --dry-run says what would be done and does nothing; --yes does it.
+func TestCLIDestructiveCommandsAsk(t *testing.T) {
+	skipShort(t)
+	srv := testserver.Start(t, testserver.Options{Config: "[[queues]]\nname = \"mail\"\nmax_attempts = 1\n"})
+	addr := "--addr=" + srv.URL
+	ctx := context.Background()
+	c, err := seppclient.Connect(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		if _, err := c.Enqueue(ctx, seppclient.EnqueueRequest{Queue: "mail", JobType: "t", IdempotencyKey: seppclient.Key(fmt.Sprint("k", i))}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Reserve(ctx, seppclient.ReserveRequest{Queues: []string{"mail"}})
+		if err != nil || len(r) != 1 {
+			t.Fatalf("reserve: %v %v", r, err)
+		}
+		if _, err := c.Fail(ctx, r[0].Job.ID, r[0].LeaseToken, "boom", seppclient.FailOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := func() int64 {
+		qs, err := c.ListQueues(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
+			if q.Name == "mail" {
+				return q.Dead
+			}
+		}
+		return -1
+	}
+	if n := dead(); n != 3 {
+		t.Fatalf("%d dead jobs, want 3", n)
+	}
+
+	for _, args := range [][]string{
+		{"dlq", "purge", "--queue", "mail"},
+		{"key", "release", "--queue", "mail", "k0"},
+		{"queue", "pause", "mail"},
+	} {
+		out, errOut, code := binRun(t, nil, append(args, addr)...)
+		if code != 2 || !strings.Contains(errOut, "pass --yes") || out != "" {
+			t.Fatalf("%v without --yes: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", args, code, out, errOut)
+		}
+	}
+	out, errOut, code := binRun(t, nil, "dlq", "purge", "--queue", "mail", "--dry-run", addr)
+	if code != 0 || !strings.Contains(out, "would purge 3 dead jobs from queue mail") {
+		t.Fatalf("dlq purge --dry-run: exit %d\n%s%s", code, out, errOut)
+	}
+	out, _, code = binRun(t, nil, "dlq", "purge", "--all", "--dry-run", "--json", addr)
+	var dry struct {
+		DryRun     bool   `json:"dryRun"`
+		WouldPurge string `json:"wouldPurge"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &dry) != nil || !dry.DryRun || dry.WouldPurge != "3" {
+		t.Fatalf("dlq purge --all --dry-run --json: exit %d\n%s", code, out)
+	}
+	out, _, code = binRun(t, nil, "key", "release", "--queue", "mail", "k0", "--dry-run", addr)
+	if code != 0 || !strings.Contains(out, "would release key") {
+		t.Fatalf("key release --dry-run: exit %d\n%s", code, out)
+	}
+	out, _, code = binRun(t, nil, "queue", "pause", "mail", "--dry-run", addr)
+	if code != 0 || !strings.Contains(out, "would pause") {
+		t.Fatalf("queue pause --dry-run: exit %d\n%s", code, out)
+	}
+	// Nothing changed.
+	if n := dead(); n != 3 {
+		t.Fatalf("%d dead jobs after the refusals and dry runs, want 3", n)
+	}
+	if l, err := c.LookupIdempotencyKey(ctx, "mail", "k0"); err != nil || !l.Found {
+		t.Fatalf("k0 after the refusals and dry runs: %+v %v", l, err)
+	}
+	if qs, _ := c.ListQueues(ctx); len(qs) != 1 || qs[0].Paused {
+		t.Fatalf("queue after the refusals and dry runs: %+v", qs)
+	}
+
+	out, _, code = binRun(t, nil, "dlq", "purge", "--queue", "mail", "--yes", addr, "--json")
+	var purged seppv1.PurgeDeadJobsResponse
+	apiJSON(t, "dlq purge", out, &purged)
+	if code != 0 || purged.Purged != 3 || dead() != 0 {
+		t.Fatalf("dlq purge --yes: exit %d\n%s", code, out)
+	}
+}
+
+// TestCLIEnqueueBatch: 100,000 lines, half of them repeating the keys of the
+// other half, make 50,000 jobs and 50,000 hits, exactly.
+func TestCLIEnqueueBatch(t *testing.T) {
+	skipShort(t)
+	srv := testserver.Start(t, testserver.Options{})
+	const n = 100000
+	var b strings.Builder
+	for i := range n {
+		k := i % (n / 2)
+		switch k % 3 {
+		case 0:
+			fmt.Fprintf(&b, `{"queue":"imports","jobType":"row","idempotencyKey":"row-%d","payload":{"row":%d}}`+"\n", k, k)
+		case 1:
+			fmt.Fprintf(&b, `{"jobType":"row","idempotencyKey":"row-%d","payload":"text %d","headers":{"src":"file"},"priority":2}`+"\n", k, k)
+		default:
+			fmt.Fprintf(&b, `{"idempotencyKey":"row-%d","payloadBase64":"AAEC"}`+"\n", k)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "jobs.jsonl")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := binRun(t, nil, "enqueue-batch", "--file", file, "--queue", "imports", "--type", "row",
+		"--addr", srv.URL, "--json", "--progress")
+	var sum batchSummary
+	if code != 0 || json.Unmarshal([]byte(out), &sum) != nil {
+		t.Fatalf("enqueue-batch: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if sum.Lines != n || sum.Created != n/2 || sum.Hits != n/2 || sum.Errors != 0 {
+		t.Fatalf("enqueue-batch: %+v, want %d lines, %d created, %d hits", sum, n, n/2, n/2)
+	}
+	if !strings.Contains(errOut, "\renqueue-batch: 100000/100000 jobs sent") || !strings.Contains(errOut, "1000/100000") {
+		t.Fatalf("no progress on stderr with --progress:\n%.500s", errOut)
+	}
+	ctx := context.Background()
+	c, err := seppclient.Connect(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	qs, err := c.ListQueues(ctx)
+	if err != nil || len(qs) != 1 || qs[0].Available != n/2 {
+		t.Fatalf("the store after enqueue-batch: %+v %v, want %d jobs", qs, err, n/2)
+	}
+
+	// Again from stdin, for people: all hits; bad lines are reported by
+	// line number, without progress (stderr is not a terminal).
+	bad := `{"queue":"imports","jobType":"row","idempotencyKey":"row-1","payload":{"row":1}}` + "\n\n" +
+		`{"queue":"imports","jobType":"row","idempotencyKey":"` + strings.Repeat("k", 300) + `"}` + "\n" +
+		`{"queue":"imports","jobTyp":"row"}` + "\n" + `not json` + "\n"
+	cmd := exec.Command(buildSepp(t), "enqueue-batch", "-f", "-", "--addr", srv.URL)
+	cmd.Stdin = strings.NewReader(bad)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("bad lines: %v\n%s%s", err, o.String(), e.String())
+	}
+	for _, w := range []string{"lines    4", "created  0", "hits     1 (deduplicated)", "errors   3",
+		"  line 3: IDEMPOTENCY_KEY_TOO_LONG: idempotency key is 300 bytes", "entity or event id\n  line 4: INVALID_LINE:", `unknown field "jobTyp"`, "\n  line 5: INVALID_LINE"} {
+		if !strings.Contains(o.String(), w) {
+			t.Errorf("summary lacks %q:\n%s", w, o.String())
+		}
+	}
+	if strings.Contains(e.String(), "\r") || !strings.Contains(e.String(), "3 of 4 lines failed") {
+		t.Errorf("stderr:\n%s", e.String())
+	}
+
+	// --atomic: a refused line refuses its call, which writes nothing.
+	atomicFile := filepath.Join(t.TempDir(), "atomic.jsonl")
+	os.WriteFile(atomicFile, []byte(`{"queue":"a","jobType":"t","idempotencyKey":"a-1"}`+"\n"+
+		`{"queue":"a","jobType":"t","idempotencyKey":""}`+"\n"), 0o644)
+	out, errOut, code = binRun(t, nil, "enqueue-batch", "--file", atomicFile, "--atomic", "--addr", srv.URL, "--json")
+	if code != 1 || json.Unmarshal([]byte(out), &sum) != nil || sum.Created != 0 || sum.Errors != 1 ||
+		len(sum.FirstErrors) != 1 || sum.FirstErrors[0].Line != 2 {
+		t.Fatalf("atomic: exit %d\n%s%s", code, out, errOut)
+	}
+	if l, err := c.LookupIdempotencyKey(ctx, "a", "a-1"); err != nil || l.Found {
+		t.Fatalf("the refused atomic call wrote a-1: %+v %v", l, err)
+	}
+}
