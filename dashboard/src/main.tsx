@@ -18,7 +18,7 @@ const NAV: Array<[string, string]> = [
   ["effects", "Effects"],
 ];
 
-function TokenDialog(props: { onDone: () => void }) {
+function TokenDialog(props: { onDone: () => void; onCancel: () => void }) {
   const [value, setValue] = useState(getToken() ?? "");
   return (
     <div class="modal-back">
@@ -36,7 +36,7 @@ function TokenDialog(props: { onDone: () => void }) {
         <p>This server has <code>[auth]</code> on. Paste a token (kept in this tab's session storage only, sent as <code>Authorization: Bearer</code>).</p>
         <input type="password" name="token" autoFocus value={value} onInput={(e) => setValue((e.target as HTMLInputElement).value)} />
         <div class="actions">
-          <button type="button" onClick={props.onDone}>Cancel</button>
+          <button type="button" onClick={props.onCancel}>Cancel</button>
           <button type="submit" class="primary">Use token</button>
         </div>
       </form>
@@ -48,7 +48,10 @@ function App() {
   const route = useRoute();
   const [asking, setAsking] = useState(false);
   const [epoch, setEpoch] = useState(0);
-  useEffect(() => onAuthNeeded(() => setAsking(true)), []);
+  // Asked once: after Cancel, only the Token button opens the dialog again
+  // (the failing polls would reopen it every 2 s).
+  const [dismissed, setDismissed] = useState(false);
+  useEffect(() => onAuthNeeded(() => !dismissed && setAsking(true)), [dismissed]);
   const page = route.path[0] ?? "queues";
   let body;
   switch (page) {
@@ -86,7 +89,12 @@ function App() {
         <TokenDialog
           onDone={() => {
             setAsking(false);
+            setDismissed(false);
             setEpoch((e) => e + 1);
+          }}
+          onCancel={() => {
+            setAsking(false);
+            setDismissed(true);
           }}
         />
       )}

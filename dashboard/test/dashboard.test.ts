@@ -183,10 +183,23 @@ test("Jobs lists the queue's jobs by state and filters by type and key prefix", 
   await page.locator('input[name="type"]').fill("");
   await until("all again", async () => (await page.locator("tr[data-job]").count()) === 8);
   await page.screenshot({ path: join(shots, "dashboard-jobs.png") });
-  // Paging: two jobs a page is not offered by the UI, so the page size is
-  // the server's; a third page exists only with more jobs. The pager's
-  // state is checked: one page, no next.
+  // One page only here: no next page.
   assert.equal(await page.locator(".pager button", { hasText: "Next" }).isDisabled(), true);
+  // Paging with ListJobs' page tokens: 60 jobs are two pages of 50.
+  const results = await client.enqueueBatch(Array.from({ length: 60 }, (_, i) => ({ queue: "bulk", jobType: "export", idempotencyKey: `export-${i}`, payload: JSON.stringify({ part: i }) })));
+  assert.ok(results.every((r) => r.ok));
+  await page.goto(`${server.addr}/ui/#/jobs?queue=bulk`);
+  await until("page 1: 50 jobs", async () => (await page.locator("tr[data-job]").count()) === 50);
+  const first = await page.locator("tr[data-job]").first().getAttribute("data-job");
+  await page.locator(".pager button", { hasText: "Next" }).click();
+  await until("page 2: 10 jobs", async () => (await page.locator("tr[data-job]").count()) === 10);
+  assert.equal(await text(page, ".pager span"), "Page 2");
+  assert.equal(await page.locator(".pager button", { hasText: "Next" }).isDisabled(), true);
+  assert.equal(await page.locator(`tr[data-job="${first}"]`).count(), 0, "page 2 holds other jobs");
+  await page.locator(".pager button", { hasText: "Previous" }).click();
+  await until("back on page 1", async () => (await page.locator("tr[data-job]").count()) === 50 && (await page.locator(`tr[data-job="${first}"]`).count()) === 1);
+  await page.goto(`${server.addr}/ui/#/jobs?queue=${Q}`);
+  await until("orders again", async () => (await page.locator("tr[data-job]").count()) === 8);
   await page.locator(`tr[data-job="${ids["available"]}"] a`).first().click();
   await until("the job page", async () => page.url().includes(`#/job/${ids["available"]}`));
   await page.close();
