@@ -78,6 +78,13 @@ func queuePauseCmd(env *cliEnv, pause bool) *cobra.Command {
 	return cmd
 }
 
+func plural(n int64, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
 // shorten cuts s to its first line and at most n runes.
 func shorten(s string, n int) string {
 	s, _, cut := strings.Cut(s, "\n")
@@ -236,9 +243,9 @@ func dlqCmd(env *cliEnv, verb string) *cobra.Command {
 			}
 			if conf.dryRun {
 				return cf.say(env.stdout, map[string]any{"dryRun": true, "wouldPurge": fmt.Sprint(n)},
-					fmt.Sprintf("dry run: would purge %d dead jobs %s; nothing done", n, where))
+					fmt.Sprintf("dry run: would purge %d dead %s %s; nothing done", n, plural(n, "job"), where))
 			}
-			if err := confirm(env, conf, "purge %d dead jobs %s?", n, where); err != nil {
+			if err := confirm(env, conf, "purge %d dead %s %s?", n, plural(n, "job"), where); err != nil {
 				return err
 			}
 		} else if verb == "purge" {

@@ -169,6 +169,9 @@ func legacy(env *cliEnv, use, short string, fn func(args []string, stdout, stder
 				if a == "-h" || a == "-help" || a == "--help" {
 					flagOut = env.stdout // help goes to stdout
 				}
+				if a == "-json" || a == "--json" || a == "--json=true" || a == "-json=true" {
+					env.cf.json = true // errors as JSON too
+				}
 			}
 			return fn(args, env.stdout, flagOut)
 		})}

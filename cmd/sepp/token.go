@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ func runTokenCreate(args []string, stdout, stderr io.Writer) error {
 	name := fs.String("name", "", "the token's `name`, shown in logs and errors (required)")
 	roles := fs.String("roles", "", "comma-separated `roles`, of producer, worker, reader, admin (required)")
 	queues := fs.String("queues", "", "comma-separated queue names or globs like 'payments*' the token is limited to (default: every queue)")
+	jsonOut := fs.Bool("json", false, "print {name, secret, secretSha256, config} as JSON")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -34,6 +36,12 @@ func runTokenCreate(args []string, stdout, stderr io.Writer) error {
 	secret, snippet, err := newToken(*name, splitList(*roles), splitList(*queues))
 	if err != nil {
 		return err
+	}
+	if *jsonOut {
+		sum := sha256.Sum256([]byte(secret))
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]string{"name": *name, "secret": secret, "secretSha256": hex.EncodeToString(sum[:]), "config": snippet})
 	}
 	fmt.Fprintf(stdout, "secret (shown once; give it to the client as SEPP_TOKEN, --token or the header Authorization: Bearer <secret>):\n\n  %s\n\n", secret)
 	fmt.Fprintf(stdout, "add to the server's config (it holds only the secret's SHA-256):\n\n%s", snippet)
