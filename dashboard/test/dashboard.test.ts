@@ -273,6 +273,18 @@ test("Dead letter requeues a dead job after the confirmation, and the server see
   assert.equal(job.state, "available");
   assert.equal(job.attempts, 0);
   await until("the list empties", async () => (await page.locator("tr[data-job]").count()) === 0);
+
+  // Purge, of the selected jobs, also behind the confirmation.
+  const refund = (await client.enqueue({ queue: "refunds", jobType: "refund", payload: "{}" })).jobId;
+  const [r] = await client.reserve({ queues: ["refunds"], maxJobs: 1, waitMs: 1000 });
+  await client.fail(r!.job.jobId, r!.leaseToken, "no such order", { permanent: true });
+  await page.goto(`${server.addr}/ui/#/dead?queue=refunds`);
+  await page.locator(`tr[data-job="${refund}"] input[type="checkbox"]`).check();
+  await page.locator("button", { hasText: "Purge selected" }).click();
+  assert.match((await page.getByRole("dialog").textContent()) ?? "", /cannot be undone/);
+  await page.getByTestId("confirm").click();
+  await until("Purged 1 job", async () => (await text(page, ".notice")).includes("Purged 1 job"));
+  await assert.rejects(client.getJob(refund), /not found|NOT_FOUND/i);
   await page.close();
 });
 
