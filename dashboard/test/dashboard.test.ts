@@ -24,6 +24,8 @@ let browser: Browser;
 let client: SeppClient;
 const ids: Record<string, string> = {};
 let derivedKey = "";
+/** Script errors and CSP refusals on any page. */
+const pageErrors: string[] = [];
 
 /** Polls `f` until it returns a truthy value (every 100 ms, up to 15 s). */
 async function until<T>(what: string, f: () => Promise<T>, ms = 15_000): Promise<T> {
@@ -64,7 +66,10 @@ async function trafficOn(queue: string, ms: number): Promise<void> {
 
 async function openPage(width = 1280, height = 800): Promise<Page> {
   const page = await browser.newPage({ viewport: { width, height } });
-  page.on("pageerror", (err) => console.error("page error:", err));
+  page.on("pageerror", (err) => pageErrors.push(String(err)));
+  page.on("console", (m) => {
+    if (m.type() === "error" && /Content Security Policy|Refused to/.test(m.text())) pageErrors.push(m.text());
+  });
   return page;
 }
 
@@ -147,7 +152,7 @@ test("/ redirects to the dashboard, whose Queues page shows the queue's counts",
   // Dedup records: one per keyed job, all 7 jobs have keys.
   assert.equal(await text(page, `${card} [data-state="dedup"] dd`), "7");
   // Live: a new job shows up without a reload.
-  await client.enqueue({ queue: Q, jobType: "receipt", idempotencyKey: "order-1002", payload: "{}" });
+  ids["live"] = (await client.enqueue({ queue: Q, jobType: "receipt", idempotencyKey: "order-1002", payload: "{}" })).jobId;
   await until("available = 3 after an enqueue", async () => (await text(page, `${card} [data-state="available"] dd`)) === "3");
   // Pause and resume through the buttons.
   await page.locator(`${card} button`, { hasText: "Pause" }).click();
@@ -226,6 +231,13 @@ test("Job shows the payload as pretty JSON, headers, the dedup record and a time
   await until("hex payload", async () => (await text(page, '[data-testid="payload"]')).includes("ff 00 10"));
   await page.goto(`${server.addr}/ui/#/job/${ids["cancelled"]}`);
   await until("text payload", async () => (await text(page, '[data-testid="payload"]')) === "plain text payload");
+
+  // Cancel from the job's page, through the confirmation.
+  await page.goto(`${server.addr}/ui/#/job/${ids["live"]}`);
+  await page.locator("button", { hasText: "Cancel job" }).click();
+  await page.getByTestId("confirm").click();
+  await until("cancelled on the page", async () => (await text(page, ".fields .badge")) === "cancelled");
+  assert.equal((await client.getJob(ids["live"]!)).state, "cancelled");
   await page.close();
 });
 
@@ -342,4 +354,8 @@ test("with [auth] on, the dashboard asks for a token once and sends it", async (
   } finally {
     await auth.stop();
   }
+});
+
+test("no page threw or broke the Content-Security-Policy", () => {
+  assert.deepEqual(pageErrors, []);
 });

@@ -1,7 +1,8 @@
+import { useState } from "preact/hooks";
 import type { Job, KeyLookup } from "sepp/browser";
 import { api } from "../api";
 import { usePoll, href } from "../hooks";
-import { Bytes, ErrorBox, Field, StateBadge } from "../components";
+import { Bytes, Confirm, ErrorBox, Field, StateBadge } from "../components";
 import { fmtDate, ago } from "../format";
 
 interface JobView {
@@ -31,12 +32,46 @@ export function JobPage(props: { id: string }) {
   }, [props.id]);
   const v = poll.data;
   const j = v?.job;
+  const [pending, setPending] = useState<"requeue" | "cancel" | undefined>();
+  const [actionError, setActionError] = useState<unknown>();
+  const act = async (op: "requeue" | "cancel") => {
+    setPending(undefined);
+    setActionError(undefined);
+    try {
+      const c = await api();
+      if (op === "requeue") await c.requeueDeadJobs({ queue: j!.queue, jobIds: [j!.jobId] });
+      else await c.cancelJob(j!.jobId);
+      poll.refresh();
+    } catch (err) {
+      setActionError(err);
+    }
+  };
   return (
     <section>
       <h1>
         Job <span class="mono">{props.id}</span>
       </h1>
       <ErrorBox error={poll.error} />
+      <ErrorBox error={actionError} />
+      {j && (j.state === "dead" || j.state === "available" || j.state === "scheduled") && (
+        <div class="filters">
+          {j.state === "dead" ? (
+            <button onClick={() => setPending("requeue")}>Requeue</button>
+          ) : (
+            <button class="danger" onClick={() => setPending("cancel")}>Cancel job</button>
+          )}
+        </div>
+      )}
+      {pending && (
+        <Confirm
+          title={pending === "requeue" ? "Requeue this job?" : "Cancel this job?"}
+          message={pending === "requeue" ? "It becomes available again with attempts reset to 0." : "It will not run."}
+          confirmLabel={pending === "requeue" ? "Requeue" : "Cancel job"}
+          danger={pending === "cancel"}
+          onConfirm={() => void act(pending)}
+          onCancel={() => setPending(undefined)}
+        />
+      )}
       {j && (
         <>
           <div class="grid2">

@@ -36,6 +36,9 @@ func TestDashboardRoutes(t *testing.T) {
 	if r.StatusCode != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") || !strings.Contains(index, `<div id="app">`) {
 		t.Fatalf("GET /ui/: %d %q\n%s", r.StatusCode, r.Header.Get("Content-Type"), index)
 	}
+	if csp := r.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || r.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("GET /ui/: CSP %q, X-Frame-Options %q: the page must not be framed", csp, r.Header.Get("X-Frame-Options"))
+	}
 	// Client routing: any other path under /ui/ is the page too.
 	if r := get(t, mux, "/ui/jobs/some/where"); r.StatusCode != 200 || body(t, r) != index {
 		t.Fatalf("GET /ui/jobs/some/where: %d", r.StatusCode)
