@@ -174,7 +174,9 @@ func dlqListCmd(env *cliEnv) *cobra.Command {
 
 // countDead counts the dead jobs sel selects, with ListJobs.
 func countDead(ctx context.Context, c *sepp.Client, sel sepp.DeadJobs) (int64, error) {
-	if len(sel.JobIDs) > 0 && sel.Queue == "" && !sel.All {
+	if len(sel.JobIDs) > 0 {
+		// The listed jobs (of sel.Queue, when given too), as the server
+		// selects them.
 		var n int64
 		for _, id := range sel.JobIDs {
 			j, err := c.GetJob(ctx, id)
@@ -184,7 +186,7 @@ func countDead(ctx context.Context, c *sepp.Client, sel sepp.DeadJobs) (int64, e
 			if err != nil {
 				return 0, err
 			}
-			if j.State == sepp.JobStateDead {
+			if j.State == sepp.JobStateDead && (sel.Queue == "" || j.Queue == sel.Queue) {
 				n++
 			}
 		}
@@ -223,15 +225,16 @@ func dlqCmd(env *cliEnv, verb string) *cobra.Command {
 		cf := &env.cf
 		sel.JobIDs = args
 		if sel.Queue == "" && !sel.All && len(sel.JobIDs) == 0 {
-			fmt.Fprintf(env.stderr, "usage: sepp dlq %s [--queue Q | --all | JOB_ID...]\n", verb)
-			return exitCode(exitUsage)
+			return usagef("say which dead jobs: sepp dlq %s [--queue Q | --all | JOB_ID...]", verb)
 		}
 		where := "from queue " + sel.Queue
 		switch {
 		case sel.All:
 			where = "from every queue"
-		case sel.Queue == "":
-			where = "of the " + fmt.Sprint(len(sel.JobIDs)) + " given"
+		case len(sel.JobIDs) > 0 && sel.Queue != "":
+			where = fmt.Sprintf("of the %d given, from queue %s", len(sel.JobIDs), sel.Queue)
+		case len(sel.JobIDs) > 0:
+			where = fmt.Sprintf("of the %d given", len(sel.JobIDs))
 		}
 		if verb == "purge" && (conf.dryRun || (!conf.yes && env.stdinTTY)) {
 			var n int64

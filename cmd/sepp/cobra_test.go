@@ -292,6 +292,14 @@ func TestCLIDestructiveCommandsAsk(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &dry) != nil || !dry.DryRun || dry.WouldPurge != "3" {
 		t.Fatalf("dlq purge --all --dry-run --json: exit %d\n%s", code, out)
 	}
+	page, err := c.ListJobs(ctx, seppclient.ListJobsRequest{Queue: "mail", State: seppclient.JobStateDead})
+	if err != nil || len(page.Jobs) != 3 {
+		t.Fatalf("dead jobs: %v %v", page, err)
+	}
+	out, _, code = binRun(t, nil, "dlq", "purge", page.Jobs[0].ID, "0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d", "--dry-run", addr)
+	if code != 0 || !strings.Contains(out, "would purge 1 dead job of the 2 given") {
+		t.Fatalf("dlq purge ID... --dry-run: exit %d\n%s", code, out)
+	}
 	out, _, code = binRun(t, nil, "key", "release", "--queue", "mail", "k0", "--dry-run", addr)
 	if code != 0 || !strings.Contains(out, "would release key") {
 		t.Fatalf("key release --dry-run: exit %d\n%s", code, out)

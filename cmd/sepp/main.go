@@ -71,10 +71,11 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return exitStatus(err)
 }
 
-// run is the command line without the final report, for the tests: usage
-// errors are reported and come back as exitCode(2), other errors as they are.
+// run is the command line without the final report, for the tests, with an
+// empty stdin that is not a terminal: usage errors are reported and come
+// back as exitCode(2), other errors as they are.
 func run(args []string, stdout, stderr io.Writer) error {
-	_, err := runCLI(args, os.Stdin, stdout, stderr)
+	_, err := runCLI(args, strings.NewReader(""), stdout, stderr)
 	return err
 }
 
