@@ -1,0 +1,33 @@
+// The display rules the pages use: payloads as JSON, text or hex, and the
+// /metrics parser behind the rate charts.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { renderBytes, hex } from "../src/format.js";
+import { parseMetrics } from "../src/api.js";
+
+test("renderBytes: pretty JSON, else UTF-8 text, else hex", () => {
+  const enc = new TextEncoder();
+  assert.deepEqual(renderBytes(enc.encode('{"a":1,"b":[true]}')), { kind: "json", text: '{\n  "a": 1,\n  "b": [\n    true\n  ]\n}' });
+  assert.deepEqual(renderBytes(enc.encode("héllo, not JSON")), { kind: "text", text: "héllo, not JSON" });
+  assert.equal(renderBytes(new Uint8Array([0xff, 0xfe, 0x00])).kind, "hex");
+  assert.equal(renderBytes(new Uint8Array(0)).kind, "empty");
+  assert.equal(hex(new Uint8Array(17).fill(0xab)), "00000000  " + Array(16).fill("ab").join(" ") + "\n00000010  ab");
+});
+
+test("parseMetrics reads counters with labels", () => {
+  const samples = parseMetrics(
+    [
+      "# HELP sepp_enqueues_total Enqueued jobs.",
+      "# TYPE sepp_enqueues_total counter",
+      'sepp_enqueues_total{outcome="created",queue="emails"} 42',
+      'sepp_dedup_hits_total{queue="a \\"quoted\\" name"} 3',
+      "sepp_jobs_reserved_total 7",
+      "",
+    ].join("\n"),
+  );
+  assert.deepEqual(samples, [
+    { name: "sepp_enqueues_total", labels: { outcome: "created", queue: "emails" }, value: 42 },
+    { name: "sepp_dedup_hits_total", labels: { queue: 'a "quoted" name' }, value: 3 },
+    { name: "sepp_jobs_reserved_total", labels: {}, value: 7 },
+  ]);
+});
