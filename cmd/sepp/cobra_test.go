@@ -69,6 +69,8 @@ func TestCLIMistakes(t *testing.T) {
 		{"--help of a subcommand", []string{"job", "get", "--help"}, 0, []string{"sepp job get JOB_ID", "--addr"}, nil, false},
 		{"root help has exit codes", []string{"--help"}, 0, []string{"Exit status:", "5  permission", "enqueue-batch"}, nil, false},
 		{"legacy help on stdout", []string{"bench", "enqueue", "-h"}, 0, []string{"-dup"}, nil, false},
+		{"help of a legacy command", []string{"help", "serve"}, 0, []string{"-check-config"}, nil, false},
+		{"a group without its command", []string{"dlq"}, 2, nil, []string{"purge", "requeue"}, true},
 		{"version", []string{"--version"}, 0, []string{"sepp dev"}, nil, false},
 		{"completion", []string{"completion", "bash"}, 0, []string{"bash completion"}, nil, false},
 		{"flags before the command", []string{"--addr", srv.URL, "--json", "queues"}, 0, []string{`"queues": [`}, nil, false},

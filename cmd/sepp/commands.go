@@ -159,6 +159,13 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 // legacy is a command that parses its own Go-style flags (serve, bench ...):
 // they accept -n as well as --n, as they always did.
 func legacy(env *cliEnv, use, short string, fn func(args []string, stdout, stderr io.Writer) error) *cobra.Command {
+	c := legacyCmd(env, use, short, fn)
+	// "sepp help serve" shows the command's own flags, as "sepp serve -h".
+	c.SetHelpFunc(func(*cobra.Command, []string) { fn([]string{"-h"}, env.stdout, env.stdout) })
+	return c
+}
+
+func legacyCmd(env *cliEnv, use, short string, fn func(args []string, stdout, stderr io.Writer) error) *cobra.Command {
 	return &cobra.Command{Use: use, Short: short, DisableFlagParsing: true,
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			flagOut := env.stderr
