@@ -1,0 +1,709 @@
+package history
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Kind names a violation (or a warning) the checker reports.
+type Kind string
+
+// The violations.
+const (
+	// An ok enqueue (or batch item) named a job the final state does not hold
+	// and retention did not delete.
+	KindAckedJobMissing Kind = "acked job missing"
+	// Two ok acks of one (queue, key), both within the dedup window, named
+	// different jobs (or a DUPLICATE_JOB error named another job).
+	KindDedupMismatch Kind = "dedup ack mismatch"
+	// On an on_duplicate = "reject" queue, a second enqueue of a key within
+	// the window was acknowledged instead of failing with DUPLICATE_JOB.
+	KindDuplicateAccepted Kind = "duplicate accepted"
+	// The final state holds two jobs of one (queue, key) within the window.
+	KindDuplicateJob Kind = "duplicate job"
+	// A job in the final state that no ok ack names and no enqueue of
+	// unknown outcome could have created.
+	KindPhantomJob Kind = "phantom job"
+	// An ok complete whose job is not completed (or gone) in the final state.
+	KindCompletionLost Kind = "completion lost"
+	// Two ok completes of one job under different leases.
+	KindCompletedTwice Kind = "completed twice"
+	// A job in the final state neither finished nor deliverable.
+	KindJobLost Kind = "job lost"
+	// Two ACQUIRED claims of one effect were each followed by an ok
+	// complete_effect: the effect ran twice.
+	KindEffectRanTwice Kind = "effect ran twice"
+	// An effect was ACQUIRED again after an earlier claim had completed it.
+	KindEffectReacquired Kind = "effect reacquired after completion"
+	// A job completed ok after claiming an effect, and the final state has no
+	// completed record (no stored result) of that effect.
+	KindEffectResultMissing Kind = "effect result missing"
+	// A claim answered COMPLETED with a result other than the stored one.
+	KindEffectResultMismatch Kind = "effect result mismatch"
+	// An ok deduplicated=true ack ended before any enqueue that could have
+	// created its job started.
+	KindDedupBeforeCreate Kind = "dedup hit on a job not yet created"
+	// An atomic batch was acknowledged with some of its items failed.
+	KindAtomicBatchPartial Kind = "atomic batch partial"
+	// A record the checker cannot use (an ok enqueue without a job id, an
+	// unknown op or outcome, an end before its start).
+	KindMalformed Kind = "malformed record"
+)
+
+// Kinds lists every violation kind.
+var Kinds = []Kind{KindAckedJobMissing, KindDedupMismatch, KindDuplicateAccepted, KindDuplicateJob,
+	KindPhantomJob, KindCompletionLost, KindCompletedTwice, KindJobLost, KindEffectRanTwice,
+	KindEffectReacquired, KindEffectResultMissing, KindEffectResultMismatch, KindDedupBeforeCreate,
+	KindAtomicBatchPartial, KindMalformed}
+
+// The warnings: reported, not violations.
+const (
+	// A job still available, scheduled or reserved when the state was read.
+	WarnNotSettled Kind = "not settled"
+	// The history has no state section: the checks against the store did
+	// not run.
+	WarnNoState Kind = "no state section"
+)
+
+// OpRef names an operation: its line (in the file, or its 1-based position
+// in History.Ops when built in memory), its id when it has one, and the
+// 1-based item of a batch (0: the whole operation).
+type OpRef struct {
+	Line int    `json:"line"`
+	ID   string `json:"id,omitempty"`
+	Item int    `json:"item,omitempty"`
+}
+
+func (r OpRef) String() string {
+	s := fmt.Sprintf("line %d", r.Line)
+	if r.ID != "" {
+		s += " (" + r.ID + ")"
+	}
+	if r.Item > 0 {
+		s += fmt.Sprintf(" item %d", r.Item)
+	}
+	return s
+}
+
+// Violation is one break of the promise (or one warning).
+type Violation struct {
+	Kind    Kind    `json:"kind"`
+	Message string  `json:"message"`
+	Ops     []OpRef `json:"ops,omitempty"`
+}
+
+func (v Violation) String() string {
+	refs := make([]string, len(v.Ops))
+	for i, r := range v.Ops {
+		refs[i] = r.String()
+	}
+	s := string(v.Kind) + ": " + v.Message
+	if len(refs) > 0 {
+		s += " [" + strings.Join(refs, ", ") + "]"
+	}
+	return s
+}
+
+// Report is what Check found.
+type Report struct {
+	Ops        int                        `json:"ops"`
+	Counts     map[OpKind]map[Outcome]int `json:"counts"`
+	Violations []Violation                `json:"violations"`
+	Warnings   []Violation                `json:"warnings"`
+	HasState   bool                       `json:"has_state"`
+	stateSizes [4]int
+}
+
+// OK reports whether there is no violation (warnings do not count).
+func (r Report) OK() bool { return len(r.Violations) == 0 }
+
+// ByKind counts the violations by kind.
+func (r Report) ByKind() map[Kind]int {
+	m := map[Kind]int{}
+	for _, v := range r.Violations {
+		m[v.Kind]++
+	}
+	return m
+}
+
+// String is a summary for people.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "operations: %d\n", r.Ops)
+	ops := make([]string, 0, len(r.Counts))
+	for op := range r.Counts {
+		ops = append(ops, string(op))
+	}
+	sort.Strings(ops)
+	for _, op := range ops {
+		c := r.Counts[OpKind(op)]
+		fmt.Fprintf(&b, "  %-16s ok %d, fail %d, unknown %d\n", op, c[OK], c[Fail], c[Unknown])
+	}
+	if r.HasState {
+		fmt.Fprintf(&b, "state: %d jobs, %d dedup records, %d effects, %d queue policies\n",
+			r.stateSizes[0], r.stateSizes[1], r.stateSizes[2], r.stateSizes[3])
+	} else {
+		b.WriteString("state: none\n")
+	}
+	byKind := r.ByKind()
+	kinds := make([]string, 0, len(byKind))
+	for k := range byKind {
+		kinds = append(kinds, string(k))
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(&b, "violations: %d\n", len(r.Violations))
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "  %s: %d\n", k, byKind[Kind(k)])
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "  - %s\n", v)
+	}
+	fmt.Fprintf(&b, "warnings: %d\n", len(r.Warnings))
+	for _, v := range r.Warnings {
+		fmt.Fprintf(&b, "  - %s\n", v)
+	}
+	if r.OK() {
+		b.WriteString("result: valid (no violation found)\n")
+	} else {
+		b.WriteString("result: INVALID\n")
+	}
+	return b.String()
+}
+
+// enq is one enqueue: a single enqueue, or one item of a batch with the
+// batch's outcome applied.
+type enq struct {
+	ref           OpRef
+	queue, key    string
+	start, end    time.Time
+	outcome       Outcome
+	reason, jobID string
+	dedup         bool
+}
+
+func (e *enq) canCreate() bool {
+	return e.outcome == Unknown || (e.outcome == OK && !e.dedup)
+}
+
+type checker struct {
+	h        *History
+	rep      *Report
+	refs     []OpRef
+	enqs     []*enq
+	policies map[string]QueuePolicy
+	jobs     map[string]*Job
+	deleted  map[string]bool
+}
+
+// Check checks the history against Sepp's promise and reports every
+// violation found. It only reports what the history proves: an operation of
+// unknown outcome may or may not have taken effect, and an ack counts as
+// within a dedup window only when it is within it whatever the real order
+// of the concurrent operations was.
+func Check(h *History) Report {
+	rep := Report{Counts: map[OpKind]map[Outcome]int{}, Ops: len(h.Ops)}
+	c := &checker{h: h, rep: &rep, policies: map[string]QueuePolicy{}, jobs: map[string]*Job{}, deleted: map[string]bool{}}
+	if h.State != nil {
+		rep.HasState = true
+		s := h.State
+		rep.stateSizes = [4]int{len(s.Jobs), len(s.Dedup), len(s.Effects), len(s.Queues)}
+		for _, p := range s.Queues {
+			c.policies[p.Queue] = p
+		}
+		for i := range s.Jobs {
+			c.jobs[s.Jobs[i].ID] = &s.Jobs[i]
+		}
+		for _, id := range s.Deleted {
+			c.deleted[id] = true
+		}
+	} else {
+		c.warn(WarnNoState, "the history has no state section: durability, phantom, completion and effect result checks did not run")
+	}
+	c.flatten()
+	c.checkAcked()
+	c.checkDedupAcks()
+	c.checkDedupBeforeCreate()
+	c.checkFinalJobs()
+	c.checkCompletions()
+	c.checkEffects()
+	return rep
+}
+
+func (c *checker) violate(k Kind, msg string, refs ...OpRef) {
+	c.rep.Violations = append(c.rep.Violations, Violation{Kind: k, Message: msg, Ops: refs})
+}
+
+func (c *checker) warn(k Kind, msg string, refs ...OpRef) {
+	c.rep.Warnings = append(c.rep.Warnings, Violation{Kind: k, Message: msg, Ops: refs})
+}
+
+func (c *checker) policy(queue string) (window time.Duration, bounded bool, mode string) {
+	p, ok := c.policies[queue]
+	mode = "return_original"
+	if !ok {
+		return 0, false, mode
+	}
+	if p.OnDuplicate != "" {
+		mode = p.OnDuplicate
+	}
+	return p.Window(), p.DedupWindowMS > 0, mode
+}
+
+var knownOps = map[OpKind]bool{OpEnqueue: true, OpEnqueueBatch: true, OpReserve: true, OpComplete: true,
+	OpFail: true, OpClaimEffect: true, OpCompleteEffect: true, OpReleaseEffect: true, OpGetJob: true, OpLookup: true}
+
+func (c *checker) flatten() {
+	c.refs = make([]OpRef, len(c.h.Ops))
+	for i := range c.h.Ops {
+		r := &c.h.Ops[i]
+		ref := OpRef{Line: r.Line, ID: r.ID}
+		if ref.Line == 0 {
+			ref.Line = i + 1
+		}
+		c.refs[i] = ref
+		if c.rep.Counts[r.Op] == nil {
+			c.rep.Counts[r.Op] = map[Outcome]int{}
+		}
+		c.rep.Counts[r.Op][r.Outcome]++
+		if !knownOps[r.Op] {
+			c.violate(KindMalformed, fmt.Sprintf("unknown op %q", r.Op), ref)
+			continue
+		}
+		if r.Outcome != OK && r.Outcome != Fail && r.Outcome != Unknown {
+			c.violate(KindMalformed, fmt.Sprintf("unknown outcome %q", r.Outcome), ref)
+			continue
+		}
+		if !r.Start.IsZero() && !r.End.IsZero() && r.End.Before(r.Start.Time) {
+			c.violate(KindMalformed, "end before start", ref)
+		}
+		switch r.Op {
+		case OpEnqueue:
+			c.addEnq(&enq{ref: ref, queue: r.Queue, key: r.Key, start: r.Start.Time, end: r.End.Time,
+				outcome: r.Outcome, reason: r.Reason, jobID: r.JobID, dedup: r.Deduplicated})
+		case OpEnqueueBatch:
+			failed := 0
+			for j, it := range r.Items {
+				e := &enq{ref: ref, queue: it.Queue, key: it.Key, start: r.Start.Time, end: r.End.Time,
+					outcome: r.Outcome, reason: r.Reason}
+				e.ref.Item = j + 1
+				if e.queue == "" {
+					e.queue = r.Queue
+				}
+				if r.Outcome == OK {
+					e.outcome = it.Outcome
+					if e.outcome == "" {
+						e.outcome = OK
+					}
+					e.reason, e.jobID, e.dedup = it.Reason, it.JobID, it.Deduplicated
+					if e.outcome == Fail {
+						failed++
+					}
+				}
+				c.addEnq(e)
+			}
+			if r.Atomic && r.Outcome == OK && failed > 0 {
+				c.violate(KindAtomicBatchPartial, fmt.Sprintf("atomic batch acknowledged with %d of %d items failed", failed, len(r.Items)), ref)
+			}
+		}
+	}
+}
+
+func (c *checker) addEnq(e *enq) {
+	if e.outcome == OK && e.jobID == "" {
+		c.violate(KindMalformed, "ok enqueue without a job id", e.ref)
+	}
+	c.enqs = append(c.enqs, e)
+}
+
+func (c *checker) checkAcked() {
+	if c.h.State == nil {
+		return
+	}
+	for _, e := range c.enqs {
+		if e.outcome != OK || e.jobID == "" || c.deleted[e.jobID] {
+			continue
+		}
+		if _, ok := c.jobs[e.jobID]; !ok {
+			c.violate(KindAckedJobMissing, fmt.Sprintf("enqueue of %s/%q acknowledged job %s, which the final state does not hold", e.queue, e.key, e.jobID), e.ref)
+		}
+	}
+}
+
+type qk struct{ queue, key string }
+
+func (c *checker) groups() (map[qk][]*enq, []qk) {
+	g := map[qk][]*enq{}
+	var order []qk
+	for _, e := range c.enqs {
+		if e.key == "" {
+			continue
+		}
+		k := qk{e.queue, e.key}
+		if g[k] == nil {
+			order = append(order, k)
+		}
+		g[k] = append(g[k], e)
+	}
+	for _, k := range order {
+		sort.SliceStable(g[k], func(i, j int) bool { return g[k][i].start.Before(g[k][j].start) })
+	}
+	return g, order
+}
+
+// earliestCreate is the earliest moment the job an ack names could have
+// been created: the earliest start of an enqueue of its key that could have
+// created it, started before the ack ended and ended after floor.
+func earliestCreate(evs []*enq, anchor *enq, floor time.Time, hasFloor bool) (time.Time, bool) {
+	var best time.Time
+	found := false
+	for _, e := range evs {
+		if !e.canCreate() || e.start.After(anchor.end) {
+			continue
+		}
+		if hasFloor && e.end.Before(floor) {
+			continue
+		}
+		if !found || e.start.Before(best) {
+			best, found = e.start, true
+		}
+	}
+	if found && hasFloor && best.Before(floor) {
+		best = floor
+	}
+	return best, found
+}
+
+func (c *checker) checkDedupAcks() {
+	g, order := c.groups()
+	for _, k := range order {
+		window, bounded, mode := c.policy(k.queue)
+		reject := mode == "reject"
+		type epoch struct {
+			jobID    string
+			anchor   *enq
+			okAck    *enq
+			cmin     time.Time
+			anchored bool
+		}
+		var cur *epoch
+		start := func(e *enq, floor time.Time, hasFloor bool) {
+			cm, ok := earliestCreate(g[k], e, floor, hasFloor)
+			cur = &epoch{jobID: e.jobID, anchor: e, cmin: cm, anchored: ok}
+			if e.outcome == OK {
+				cur.okAck = e
+			}
+		}
+		for _, e := range g[k] {
+			names := e.outcome == OK && e.jobID != ""
+			if reject && e.outcome == Fail && e.reason == "DUPLICATE_JOB" && e.jobID != "" {
+				names = true
+			}
+			if !names {
+				continue
+			}
+			if reject && e.outcome == OK && e.dedup {
+				c.violate(KindDuplicateAccepted, fmt.Sprintf("%s/%q: a dedup hit was acknowledged on an on_duplicate = \"reject\" queue", k.queue, k.key), e.ref)
+			}
+			if cur == nil {
+				start(e, time.Time{}, false)
+				continue
+			}
+			inWindow := cur.anchored && (!bounded || e.end.Before(cur.cmin.Add(window)))
+			if !inWindow {
+				if e.jobID != cur.jobID {
+					start(e, cur.cmin.Add(window), cur.anchored && bounded)
+				}
+				continue
+			}
+			switch {
+			case reject && e.outcome == OK && cur.okAck != nil && !e.dedup:
+				c.violate(KindDuplicateAccepted, fmt.Sprintf("%s/%q: enqueue acknowledged (job %s) within the window of job %s on an on_duplicate = \"reject\" queue; want DUPLICATE_JOB", k.queue, k.key, e.jobID, cur.okAck.jobID), cur.okAck.ref, e.ref)
+			case e.jobID != cur.jobID:
+				c.violate(KindDedupMismatch, fmt.Sprintf("%s/%q: within the dedup window, one answer named job %s and another job %s", k.queue, k.key, cur.jobID, e.jobID), cur.anchor.ref, e.ref)
+			}
+			if e.outcome == OK && cur.okAck == nil {
+				cur.okAck = e
+			}
+		}
+	}
+}
+
+func (c *checker) checkDedupBeforeCreate() {
+	g, _ := c.groups()
+	for _, e := range c.enqs {
+		if e.outcome != OK || !e.dedup || e.key == "" {
+			continue
+		}
+		var first *enq
+		could := false
+		for _, o := range g[qk{e.queue, e.key}] {
+			if o == e {
+				continue
+			}
+			if o.outcome == OK && !o.dedup && first == nil {
+				first = o
+			}
+			if o.canCreate() && o.start.Before(e.end) {
+				could = true
+			}
+		}
+		if e.ref.Item > 0 {
+			// An earlier item of the same batch may have created it.
+			for _, o := range g[qk{e.queue, e.key}] {
+				if o.ref.Line == e.ref.Line && o.ref.Item < e.ref.Item && o.outcome == OK {
+					could = true
+				}
+			}
+		}
+		if could {
+			continue
+		}
+		refs := []OpRef{e.ref}
+		msg := fmt.Sprintf("%s/%q: deduplicated ack of job %s ended before any enqueue that could have created it started", e.queue, e.key, e.jobID)
+		if first != nil {
+			refs = append(refs, first.ref)
+			msg = fmt.Sprintf("%s/%q: deduplicated ack of job %s ended before the first ok enqueue of the key started", e.queue, e.key, e.jobID)
+		}
+		c.violate(KindDedupBeforeCreate, msg, refs...)
+	}
+}
+
+func lower(s string) string { return strings.ToLower(s) }
+
+func (c *checker) refsNaming(jobID string) []OpRef {
+	var refs []OpRef
+	for i := range c.h.Ops {
+		r := &c.h.Ops[i]
+		if r.JobID == jobID {
+			refs = append(refs, c.refs[i])
+			continue
+		}
+		for j, it := range r.Items {
+			if it.JobID == jobID {
+				ref := c.refs[i]
+				ref.Item = j + 1
+				refs = append(refs, ref)
+			}
+		}
+	}
+	return refs
+}
+
+func (c *checker) checkFinalJobs() {
+	if c.h.State == nil {
+		return
+	}
+	named := map[string]*enq{} // job id -> the earliest ok ack naming it
+	for _, e := range c.enqs {
+		if e.outcome == OK && e.jobID != "" {
+			if o := named[e.jobID]; o == nil || e.start.Before(o.start) {
+				named[e.jobID] = e
+			}
+		}
+	}
+	byKey := map[qk][]*Job{}
+	var order []qk
+	for i := range c.h.State.Jobs {
+		j := &c.h.State.Jobs[i]
+		switch lower(j.State) {
+		case "completed", "dead", "cancelled":
+		case "available", "scheduled", "reserved":
+			c.warn(WarnNotSettled, fmt.Sprintf("job %s (%s/%q) is %s", j.ID, j.Queue, j.Key, lower(j.State)), c.refsNaming(j.ID)...)
+		default:
+			c.violate(KindJobLost, fmt.Sprintf("job %s (%s/%q) is %q: neither finished nor deliverable", j.ID, j.Queue, j.Key, j.State), c.refsNaming(j.ID)...)
+		}
+		if named[j.ID] == nil {
+			could := false
+			for _, e := range c.enqs {
+				if e.outcome == Unknown && e.queue == j.Queue && e.key == j.Key && (j.CreatedAt.IsZero() || !e.start.After(j.CreatedAt.Time)) {
+					could = true
+					break
+				}
+			}
+			if !could {
+				c.violate(KindPhantomJob, fmt.Sprintf("job %s (%s/%q) is in the final state, but no ok ack names it and no enqueue of unknown outcome could have created it", j.ID, j.Queue, j.Key), c.refsNaming(j.ID)...)
+			}
+		}
+		if j.Key != "" {
+			k := qk{j.Queue, j.Key}
+			if byKey[k] == nil {
+				order = append(order, k)
+			}
+			byKey[k] = append(byKey[k], j)
+		}
+	}
+	created := func(j *Job) (time.Time, bool) {
+		if !j.CreatedAt.IsZero() {
+			return j.CreatedAt.Time, true
+		}
+		if e := named[j.ID]; e != nil {
+			return e.start, true
+		}
+		return time.Time{}, false
+	}
+	for _, k := range order {
+		jobs := byKey[k]
+		window, bounded, _ := c.policy(k.queue)
+		for a := 0; a < len(jobs); a++ {
+			for b := a + 1; b < len(jobs); b++ {
+				ta, oka := created(jobs[a])
+				tb, okb := created(jobs[b])
+				d := ta.Sub(tb)
+				if d < 0 {
+					d = -d
+				}
+				if bounded && (!oka || !okb || d >= window) {
+					continue
+				}
+				var refs []OpRef
+				for _, j := range []*Job{jobs[a], jobs[b]} {
+					if e := named[j.ID]; e != nil {
+						refs = append(refs, e.ref)
+					}
+				}
+				c.violate(KindDuplicateJob, fmt.Sprintf("%s/%q: the final state holds jobs %s and %s within one dedup window", k.queue, k.key, jobs[a].ID, jobs[b].ID), refs...)
+			}
+		}
+	}
+}
+
+func (c *checker) checkCompletions() {
+	first := map[string]int{} // job id -> index of its first ok complete
+	reported := map[string]bool{}
+	for i := range c.h.Ops {
+		r := &c.h.Ops[i]
+		if r.Op != OpComplete || r.Outcome != OK || r.JobID == "" {
+			continue
+		}
+		if f, ok := first[r.JobID]; !ok {
+			first[r.JobID] = i
+		} else if !reported[r.JobID] && r.LeaseToken != "" && c.h.Ops[f].LeaseToken != "" && r.LeaseToken != c.h.Ops[f].LeaseToken {
+			reported[r.JobID] = true
+			c.violate(KindCompletedTwice, fmt.Sprintf("job %s completed ok under lease %s and again under lease %s", r.JobID, c.h.Ops[f].LeaseToken, r.LeaseToken), c.refs[f], c.refs[i])
+		}
+		if c.h.State == nil || c.deleted[r.JobID] {
+			continue
+		}
+		j, ok := c.jobs[r.JobID]
+		switch {
+		case !ok:
+			c.violate(KindCompletionLost, fmt.Sprintf("job %s completed ok but is not in the final state", r.JobID), c.refs[i])
+		case lower(j.State) != "completed":
+			c.violate(KindCompletionLost, fmt.Sprintf("job %s completed ok but is %s in the final state", r.JobID, lower(j.State)), c.refs[i])
+		}
+	}
+}
+
+func (c *checker) checkEffects() {
+	type claim struct {
+		i    int
+		done int // index of the ok complete_effect, -1 if none
+	}
+	type eff struct{ scope, key string }
+	claims := map[eff][]*claim{}
+	var order []eff
+	completedJobs := map[string]bool{}
+	for i := range c.h.Ops {
+		r := &c.h.Ops[i]
+		if r.Op == OpComplete && r.Outcome == OK {
+			completedJobs[r.JobID] = true
+		}
+		if r.Op == OpClaimEffect && r.Outcome == OK && r.EffectOutcome == EffectAcquired {
+			k := eff{r.Scope, r.Key}
+			if claims[k] == nil {
+				order = append(order, k)
+			}
+			claims[k] = append(claims[k], &claim{i: i, done: -1})
+		}
+	}
+	for k := range claims {
+		sort.SliceStable(claims[k], func(a, b int) bool {
+			return c.h.Ops[claims[k][a].i].Start.Before(c.h.Ops[claims[k][b].i].Start.Time)
+		})
+	}
+	// Link each ok complete_effect to its claim: by token, else the latest
+	// earlier claim of the same process.
+	for i := range c.h.Ops {
+		r := &c.h.Ops[i]
+		if r.Op != OpCompleteEffect || r.Outcome != OK {
+			continue
+		}
+		var match *claim
+		for _, cl := range claims[eff{r.Scope, r.Key}] {
+			o := &c.h.Ops[cl.i]
+			if r.EffectToken != "" && o.EffectToken != "" {
+				if o.EffectToken == r.EffectToken {
+					match = cl
+				}
+				continue
+			}
+			if o.Process == r.Process && !o.Start.After(r.Start.Time) {
+				match = cl
+			}
+		}
+		if match != nil && match.done < 0 {
+			match.done = i
+		}
+	}
+	for _, k := range order {
+		var done []*claim
+		for _, cl := range claims[k] {
+			if cl.done >= 0 {
+				done = append(done, cl)
+			}
+		}
+		if len(done) >= 2 {
+			var refs []OpRef
+			for _, cl := range done {
+				refs = append(refs, c.refs[cl.i], c.refs[cl.done])
+			}
+			c.violate(KindEffectRanTwice, fmt.Sprintf("effect %s/%q: %d ACQUIRED claims each completed ok", k.scope, k.key, len(done)), refs...)
+			continue
+		}
+		if len(done) == 1 {
+			d := done[0]
+			end := c.h.Ops[d.done].End.Time
+			for _, cl := range claims[k] {
+				if cl != d && c.h.Ops[cl.i].Start.After(end) {
+					c.violate(KindEffectReacquired, fmt.Sprintf("effect %s/%q was ACQUIRED again after it had been completed", k.scope, k.key), c.refs[d.i], c.refs[d.done], c.refs[cl.i])
+				}
+			}
+		}
+	}
+	if c.h.State == nil {
+		return
+	}
+	stored := map[eff]*Effect{}
+	for i := range c.h.State.Effects {
+		e := &c.h.State.Effects[i]
+		stored[eff{e.Scope, e.Key}] = e
+	}
+	released := map[string]bool{} // effect tokens released ok
+	for i := range c.h.Ops {
+		r := &c.h.Ops[i]
+		if r.Op == OpReleaseEffect && r.Outcome == OK && r.EffectToken != "" {
+			released[r.EffectToken] = true
+		}
+	}
+	missing := map[eff]bool{}
+	for i := range c.h.Ops {
+		r := &c.h.Ops[i]
+		if r.Op != OpClaimEffect || r.Outcome != OK {
+			continue
+		}
+		k := eff{r.Scope, r.Key}
+		s := stored[k]
+		if r.EffectOutcome == EffectCompleted && s != nil && lower(s.State) == "completed" && r.EffectResult != s.Result {
+			c.violate(KindEffectResultMismatch, fmt.Sprintf("effect %s/%q: a claim answered COMPLETED with result %q, the stored result is %q", k.scope, k.key, r.EffectResult, s.Result), c.refs[i])
+		}
+		if (r.EffectOutcome != EffectAcquired && r.EffectOutcome != EffectCompleted) || r.JobID == "" || !completedJobs[r.JobID] || missing[k] || (r.EffectToken != "" && released[r.EffectToken]) {
+			continue
+		}
+		if s == nil || lower(s.State) != "completed" {
+			missing[k] = true
+			c.violate(KindEffectResultMissing, fmt.Sprintf("effect %s/%q was claimed by job %s, which completed ok, but the final state has no stored result for it", k.scope, k.key, r.JobID), c.refs[i])
+		}
+	}
+}

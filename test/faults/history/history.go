@@ -1,0 +1,363 @@
+// Package history is the record of a fault campaign against Sepp, in the
+// style of Jepsen: every operation a client attempted, with what it was told,
+// and the state read back from the store once the run has settled. Check
+// reads a History and reports every place where what the clients were told
+// and what the store holds break Sepp's promise (see check.go).
+//
+// # Format
+//
+// A history is JSON Lines: one JSON object per line, in any order (the
+// checker orders operations by their times, not by their lines). Blank lines
+// are skipped. A line is either an operation record or the state section.
+//
+// An operation record (type Record) is one call a client process attempted:
+//
+//	{"process":3,"id":"p3-17","op":"enqueue","queue":"mail","key":"order-9",
+//	 "job_type":"send","payload":"sha256:9f86d0...","start":"2026-12-02T01:00:00.000000001Z",
+//	 "end":1764637200000000002,"outcome":"ok","job_id":"01a2...","deduplicated":false}
+//
+// Fields:
+//
+//   - process: the client process id (an integer; one process runs one
+//     operation at a time, as in Jepsen).
+//   - id: an optional operation id; the checker names operations by id and
+//     by line number.
+//   - op: enqueue, enqueue_batch, reserve, complete, fail, claim_effect,
+//     complete_effect, release_effect, get_job or lookup.
+//   - queue, key, job_type, payload: the queue, the idempotency key, the job
+//     type and a fingerprint of the payload bytes (any stable hash, e.g.
+//     "sha256:<hex>"; see Fingerprint). For the effect operations key is the
+//     effect key and scope its scope.
+//   - start, end: when the call was sent and when its answer (or its
+//     timeout) came back: an RFC 3339 string with nanoseconds or an integer
+//     of unix nanoseconds. The Writer writes RFC 3339 strings.
+//   - outcome: "ok" (the server acknowledged it), "fail" (a definite error:
+//     the call did not take effect; reason holds the code, e.g.
+//     DUPLICATE_JOB, LEASE_LOST, IDEMPOTENCY_KEY_CONFLICT,
+//     DEDUP_RULE_VIOLATED) or "unknown" (a timeout, a lost connection: it
+//     may or may not have taken effect).
+//   - reason: the error code of a fail (or what is known of an unknown).
+//   - job_id: the job the answer names: the enqueued (or original) job, the
+//     reserved job, the job completed or failed, the job whose handler claims
+//     an effect, the job a DUPLICATE_JOB error names.
+//   - deduplicated, replaced: the enqueue ack's flags.
+//   - lease_token: the lease of a reserve's answer, or the lease a
+//     complete/fail ran under.
+//   - scope, effect_token, effect_outcome (ACQUIRED, COMPLETED or
+//     IN_PROGRESS), effect_result: the effect operations; effect_token is the
+//     token an ACQUIRED claim returned, and the one complete_effect and
+//     release_effect pass back.
+//   - atomic, items: an enqueue_batch's atomic flag and its per-item
+//     requests and results (type Item: queue, key, job_type, payload,
+//     outcome, reason, job_id, deduplicated, replaced). An item's outcome
+//     counts only when the batch's outcome is ok; a batch that failed
+//     created nothing, one of unknown outcome may have created any of its
+//     items.
+//   - job_state: what a get_job or lookup answered.
+//
+// The state section is one line {"state": {...}} (type State) the driver
+// writes after the run has settled: every job read back from the store
+// (jobs: id, queue, key, job_type, state, attempts, result, created_at),
+// the jobs retention deleted (deleted: job ids), every dedup record (dedup:
+// queue, key, job_id, expires_at), every effect (effects: scope, key, state,
+// result) and the queue policies in force (queues: queue, dedup_window_ms,
+// on_duplicate, key_reuse). A queue the section does not list is taken as
+// on_duplicate = "return_original" with an unbounded window. A history
+// without a state section can be checked only for what the acks say among
+// themselves.
+package history
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// OpKind names an operation.
+type OpKind string
+
+// The operations a client can attempt.
+const (
+	OpEnqueue        OpKind = "enqueue"
+	OpEnqueueBatch   OpKind = "enqueue_batch"
+	OpReserve        OpKind = "reserve"
+	OpComplete       OpKind = "complete"
+	OpFail           OpKind = "fail"
+	OpClaimEffect    OpKind = "claim_effect"
+	OpCompleteEffect OpKind = "complete_effect"
+	OpReleaseEffect  OpKind = "release_effect"
+	OpGetJob         OpKind = "get_job"
+	OpLookup         OpKind = "lookup"
+)
+
+// Outcome is what a client learned of its operation.
+type Outcome string
+
+// The outcomes.
+const (
+	OK      Outcome = "ok"      // acknowledged
+	Fail    Outcome = "fail"    // a definite error: it did not take effect
+	Unknown Outcome = "unknown" // a timeout or lost connection: it may have
+)
+
+// The effect claim outcomes.
+const (
+	EffectAcquired   = "ACQUIRED"
+	EffectCompleted  = "COMPLETED"
+	EffectInProgress = "IN_PROGRESS"
+)
+
+// Time is a point in time that reads from an RFC 3339 string (nanoseconds
+// allowed) or an integer of unix nanoseconds, and writes RFC 3339 with
+// nanoseconds.
+type Time struct{ time.Time }
+
+// At wraps t.
+func At(t time.Time) Time { return Time{t} }
+
+// MarshalJSON writes t as RFC 3339 with nanoseconds; the zero time as null.
+func (t Time) MarshalJSON() ([]byte, error) {
+	if t.IsZero() {
+		return []byte("null"), nil
+	}
+	return json.Marshal(t.UTC().Format(time.RFC3339Nano))
+}
+
+// UnmarshalJSON reads an RFC 3339 string or unix nanoseconds.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if string(b) == "null" {
+		t.Time = time.Time{}
+		return nil
+	}
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return fmt.Errorf("time %q: %w", s, err)
+		}
+		t.Time = v
+		return nil
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return fmt.Errorf("time %s: neither RFC 3339 nor unix nanoseconds", b)
+	}
+	t.Time = time.Unix(0, n).UTC()
+	return nil
+}
+
+// Fingerprint is the payload fingerprint the driver records: "sha256:" and
+// the hex of the payload's SHA-256.
+func Fingerprint(payload []byte) string {
+	s := sha256.Sum256(payload)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// Item is one job of an enqueue_batch: the request and its result.
+type Item struct {
+	Queue        string  `json:"queue,omitempty"`
+	Key          string  `json:"key,omitempty"`
+	JobType      string  `json:"job_type,omitempty"`
+	Payload      string  `json:"payload,omitempty"`
+	Outcome      Outcome `json:"outcome,omitempty"`
+	Reason       string  `json:"reason,omitempty"`
+	JobID        string  `json:"job_id,omitempty"`
+	Deduplicated bool    `json:"deduplicated,omitempty"`
+	Replaced     bool    `json:"replaced,omitempty"`
+}
+
+// Record is one operation a client attempted.
+type Record struct {
+	Process int     `json:"process"`
+	ID      string  `json:"id,omitempty"`
+	Op      OpKind  `json:"op"`
+	Queue   string  `json:"queue,omitempty"`
+	Key     string  `json:"key,omitempty"`
+	JobType string  `json:"job_type,omitempty"`
+	Payload string  `json:"payload,omitempty"`
+	Start   Time    `json:"start"`
+	End     Time    `json:"end"`
+	Outcome Outcome `json:"outcome"`
+	Reason  string  `json:"reason,omitempty"`
+
+	JobID        string `json:"job_id,omitempty"`
+	Deduplicated bool   `json:"deduplicated,omitempty"`
+	Replaced     bool   `json:"replaced,omitempty"`
+	LeaseToken   string `json:"lease_token,omitempty"`
+	JobState     string `json:"job_state,omitempty"`
+
+	Scope         string `json:"scope,omitempty"`
+	EffectToken   string `json:"effect_token,omitempty"`
+	EffectOutcome string `json:"effect_outcome,omitempty"`
+	EffectResult  string `json:"effect_result,omitempty"`
+
+	Atomic bool   `json:"atomic,omitempty"`
+	Items  []Item `json:"items,omitempty"`
+
+	// Line is the record's line in the file it was read from (1-based); 0
+	// for a record built in memory, which Check names by its position.
+	Line int `json:"-"`
+}
+
+// Job is a job read back from the store.
+type Job struct {
+	ID        string `json:"id"`
+	Queue     string `json:"queue"`
+	Key       string `json:"key,omitempty"`
+	JobType   string `json:"job_type,omitempty"`
+	State     string `json:"state"`
+	Attempts  int    `json:"attempts"`
+	Result    string `json:"result,omitempty"`
+	CreatedAt Time   `json:"created_at"`
+}
+
+// DedupRecord is a dedup record read back from the store.
+type DedupRecord struct {
+	Queue     string `json:"queue"`
+	Key       string `json:"key"`
+	JobID     string `json:"job_id"`
+	ExpiresAt Time   `json:"expires_at"`
+}
+
+// Effect is an effect record read back from the store.
+type Effect struct {
+	Scope  string `json:"scope"`
+	Key    string `json:"key"`
+	State  string `json:"state"`
+	Result string `json:"result,omitempty"`
+}
+
+// QueuePolicy is a queue's dedup policy in force during the run.
+type QueuePolicy struct {
+	Queue         string `json:"queue"`
+	DedupWindowMS int64  `json:"dedup_window_ms"` // 0: unbounded
+	OnDuplicate   string `json:"on_duplicate,omitempty"`
+	KeyReuse      string `json:"key_reuse,omitempty"`
+}
+
+// Window is the policy's dedup window; 0 means unbounded.
+func (p QueuePolicy) Window() time.Duration { return time.Duration(p.DedupWindowMS) * time.Millisecond }
+
+// State is the store read back after the run settled.
+type State struct {
+	ReadAt  Time          `json:"read_at"`
+	Jobs    []Job         `json:"jobs"`
+	Deleted []string      `json:"deleted,omitempty"`
+	Dedup   []DedupRecord `json:"dedup"`
+	Effects []Effect      `json:"effects"`
+	Queues  []QueuePolicy `json:"queues"`
+}
+
+// History is a whole run: the operations and the state section (nil when the
+// driver did not write one).
+type History struct {
+	Ops   []Record
+	State *State
+}
+
+// Writer writes a history, one line per record. It is safe for concurrent
+// use: each record is one write of one whole line.
+type Writer struct {
+	mu  sync.Mutex
+	w   io.Writer
+	err error
+}
+
+// NewWriter writes to w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Write appends one operation record.
+func (w *Writer) Write(r Record) error { return w.put(r) }
+
+// WriteState appends the state section.
+func (w *Writer) WriteState(s State) error {
+	return w.put(struct {
+		State State `json:"state"`
+	}{s})
+}
+
+func (w *Writer) put(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if _, err := w.w.Write(b); err != nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// Read reads a history. Each record's Line is its line number.
+func Read(r io.Reader) (*History, error) {
+	h := &History{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 64*1024*1024)
+	n := 0
+	for sc.Scan() {
+		n++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var probe struct {
+			State *State `json:"state"`
+		}
+		if err := json.Unmarshal(b, &probe); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if probe.State != nil {
+			if h.State != nil {
+				return nil, fmt.Errorf("line %d: a second state section", n)
+			}
+			h.State = probe.State
+			continue
+		}
+		var rec Record
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rec); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if rec.Op == "" {
+			return nil, fmt.Errorf("line %d: no op", n)
+		}
+		rec.Line = n
+		h.Ops = append(h.Ops, rec)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("line %d: %w", n+1, err)
+	}
+	return h, nil
+}
+
+// ReadFile reads the history in the file at path.
+func ReadFile(path string) (*History, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h, err := Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return h, nil
+}
