@@ -202,8 +202,15 @@ type checker struct {
 // unknown outcome may or may not have taken effect, and an ack counts as
 // within a dedup window only when it is within it whatever the real order
 // of the concurrent operations was.
+//
+// Two jobs of one key must have been created a whole window apart; the
+// checker bounds when each was created by the calls that name it (and by the
+// state's created_at) and reports a pair only when no such spacing fits. It
+// compares the times of different processes, and those with the store's
+// created_at, as one clock: the driver's clients should share the host's
+// clock, or findings near a window's edge cannot be trusted.
 func Check(h *History) Report {
-	rep := Report{Counts: map[OpKind]map[Outcome]int{}, Ops: len(h.Ops)}
+	rep := Report{Counts: map[OpKind]map[Outcome]int{}, Ops: len(h.Ops), Violations: []Violation{}, Warnings: []Violation{}}
 	c := &checker{h: h, rep: &rep, policies: map[string]QueuePolicy{}, jobs: map[string]*Job{}, deleted: map[string]bool{}}
 	if h.State != nil {
 		rep.HasState = true
@@ -275,8 +282,13 @@ func (c *checker) flatten() {
 			c.violate(KindMalformed, fmt.Sprintf("unknown outcome %q", r.Outcome), ref)
 			continue
 		}
-		if !r.Start.IsZero() && !r.End.IsZero() && r.End.Before(r.Start.Time) {
+		switch {
+		case r.Start.IsZero() || r.End.IsZero():
+			c.violate(KindMalformed, "no start or no end time", ref)
+			continue
+		case r.End.Before(r.Start.Time):
 			c.violate(KindMalformed, "end before start", ref)
+			continue
 		}
 		switch r.Op {
 		case OpEnqueue:
@@ -352,27 +364,103 @@ func (c *checker) groups() (map[qk][]*enq, []qk) {
 	return g, order
 }
 
-// earliestCreate is the earliest moment the job an ack names could have
-// been created: the earliest start of an enqueue of its key that could have
-// created it, started before the ack ended and ended after floor.
-func earliestCreate(evs []*enq, anchor *enq, floor time.Time, hasFloor bool) (time.Time, bool) {
-	var best time.Time
-	found := false
+// span is when a job may have been created: from lo to hi, either end
+// open when nothing bounds it.
+type span struct {
+	lo, hi         time.Time
+	loOpen, hiOpen bool
+}
+
+var openSpan = span{loOpen: true, hiOpen: true}
+
+// separable reports whether two jobs created within a and b can have been
+// created a whole window apart, as two jobs of one key must be.
+func separable(a, b span, window time.Duration, bounded bool) bool {
+	if !bounded {
+		return false
+	}
+	if a.loOpen || a.hiOpen || b.loOpen || b.hiOpen {
+		return true
+	}
+	return b.hi.Sub(a.lo) >= window || a.hi.Sub(b.lo) >= window
+}
+
+// names reports whether e's answer names a job: an ok ack, or a
+// DUPLICATE_JOB error with the original's id.
+func (e *enq) names() bool {
+	return e.jobID != "" && (e.outcome == OK || (e.outcome == Fail && e.reason == "DUPLICATE_JOB"))
+}
+
+// keyJob is a job of one (queue, key) and the answers that name it.
+type keyJob struct {
+	id      string
+	evs     []*enq // the answers naming it, by start
+	oks     []*enq // the ok acks among them
+	creator *enq   // the ok ack with deduplicated = false, if any
+}
+
+func (j *keyJob) ref() OpRef {
+	if j.creator != nil {
+		return j.creator.ref
+	}
+	return j.evs[0].ref
+}
+
+// keyJobs lists the jobs the answers of one key name, in order of their first
+// answer.
+func keyJobs(evs []*enq) []*keyJob {
+	var jobs []*keyJob
+	byID := map[string]*keyJob{}
 	for _, e := range evs {
-		if !e.canCreate() || e.start.After(anchor.end) {
+		if !e.names() {
 			continue
 		}
-		if hasFloor && e.end.Before(floor) {
-			continue
+		j := byID[e.jobID]
+		if j == nil {
+			j = &keyJob{id: e.jobID}
+			byID[e.jobID] = j
+			jobs = append(jobs, j)
 		}
-		if !found || e.start.Before(best) {
-			best, found = e.start, true
+		j.evs = append(j.evs, e)
+		if e.outcome == OK {
+			j.oks = append(j.oks, e)
+			if !e.dedup && j.creator == nil {
+				j.creator = e
+			}
 		}
 	}
-	if found && hasFloor && best.Before(floor) {
-		best = floor
+	return jobs
+}
+
+// creation bounds when j was created, from the answers of its key (evs): not
+// after any answer naming it ended, within its creator's call when an ack
+// says it created it, else not before the first enqueue of unknown outcome
+// that could have created it started; and less than a window before any
+// answer naming it started (the answer found its dedup record alive).
+func creation(j *keyJob, evs []*enq, window time.Duration, bounded bool) span {
+	sp := span{loOpen: true}
+	for i, e := range j.evs {
+		if i == 0 || e.end.Before(sp.hi) {
+			sp.hi = e.end
+		}
 	}
-	return best, found
+	if j.creator != nil {
+		sp.lo, sp.loOpen = j.creator.start, false
+	} else {
+		for _, e := range evs {
+			if e.outcome == Unknown && !e.start.After(sp.hi) && (sp.loOpen || e.start.Before(sp.lo)) {
+				sp.lo, sp.loOpen = e.start, false
+			}
+		}
+	}
+	if bounded {
+		for _, e := range j.evs {
+			if lo := e.start.Add(-window); sp.loOpen || lo.After(sp.lo) {
+				sp.lo, sp.loOpen = lo, false
+			}
+		}
+	}
+	return sp
 }
 
 func (c *checker) checkDedupAcks() {
@@ -380,51 +468,36 @@ func (c *checker) checkDedupAcks() {
 	for _, k := range order {
 		window, bounded, mode := c.policy(k.queue)
 		reject := mode == "reject"
-		type epoch struct {
-			jobID    string
-			anchor   *enq
-			okAck    *enq
-			cmin     time.Time
-			anchored bool
-		}
-		var cur *epoch
-		start := func(e *enq, floor time.Time, hasFloor bool) {
-			cm, ok := earliestCreate(g[k], e, floor, hasFloor)
-			cur = &epoch{jobID: e.jobID, anchor: e, cmin: cm, anchored: ok}
-			if e.outcome == OK {
-				cur.okAck = e
-			}
-		}
-		for _, e := range g[k] {
-			names := e.outcome == OK && e.jobID != ""
-			if reject && e.outcome == Fail && e.reason == "DUPLICATE_JOB" && e.jobID != "" {
-				names = true
-			}
-			if !names {
-				continue
-			}
-			if reject && e.outcome == OK && e.dedup {
-				c.violate(KindDuplicateAccepted, fmt.Sprintf("%s/%q: a dedup hit was acknowledged on an on_duplicate = \"reject\" queue", k.queue, k.key), e.ref)
-			}
-			if cur == nil {
-				start(e, time.Time{}, false)
-				continue
-			}
-			inWindow := cur.anchored && (!bounded || e.end.Before(cur.cmin.Add(window)))
-			if !inWindow {
-				if e.jobID != cur.jobID {
-					start(e, cur.cmin.Add(window), cur.anchored && bounded)
+		jobs := keyJobs(g[k])
+		if reject {
+			for _, j := range jobs {
+				switch {
+				case len(j.oks) >= 2:
+					var refs []OpRef
+					for _, e := range j.oks {
+						refs = append(refs, e.ref)
+					}
+					c.violate(KindDuplicateAccepted, fmt.Sprintf("%s/%q: %d enqueues acknowledged with job %s on an on_duplicate = \"reject\" queue; all but the first want DUPLICATE_JOB", k.queue, k.key, len(j.oks), j.id), refs...)
+				case len(j.oks) == 1 && j.oks[0].dedup:
+					c.violate(KindDuplicateAccepted, fmt.Sprintf("%s/%q: a dedup hit on job %s was acknowledged on an on_duplicate = \"reject\" queue; want DUPLICATE_JOB", k.queue, k.key, j.id), j.oks[0].ref)
 				}
-				continue
 			}
-			switch {
-			case reject && e.outcome == OK && cur.okAck != nil && !e.dedup:
-				c.violate(KindDuplicateAccepted, fmt.Sprintf("%s/%q: enqueue acknowledged (job %s) within the window of job %s on an on_duplicate = \"reject\" queue; want DUPLICATE_JOB", k.queue, k.key, e.jobID, cur.okAck.jobID), cur.okAck.ref, e.ref)
-			case e.jobID != cur.jobID:
-				c.violate(KindDedupMismatch, fmt.Sprintf("%s/%q: within the dedup window, one answer named job %s and another job %s", k.queue, k.key, cur.jobID, e.jobID), cur.anchor.ref, e.ref)
-			}
-			if e.outcome == OK && cur.okAck == nil {
-				cur.okAck = e
+		}
+		spans := make([]span, len(jobs))
+		for i, j := range jobs {
+			spans[i] = creation(j, g[k], window, bounded)
+		}
+		for a := range jobs {
+			for b := a + 1; b < len(jobs); b++ {
+				if separable(spans[a], spans[b], window, bounded) {
+					continue
+				}
+				ja, jb := jobs[a], jobs[b]
+				if reject && len(ja.oks) > 0 && len(jb.oks) > 0 {
+					c.violate(KindDuplicateAccepted, fmt.Sprintf("%s/%q: enqueues acknowledged with jobs %s and %s within one dedup window on an on_duplicate = \"reject\" queue; want DUPLICATE_JOB", k.queue, k.key, ja.id, jb.id), ja.ref(), jb.ref())
+					continue
+				}
+				c.violate(KindDedupMismatch, fmt.Sprintf("%s/%q: within one dedup window, answers named job %s and job %s", k.queue, k.key, ja.id, jb.id), ja.ref(), jb.ref())
 			}
 		}
 	}
@@ -436,37 +509,38 @@ func (c *checker) checkDedupBeforeCreate() {
 		if e.outcome != OK || !e.dedup || e.key == "" {
 			continue
 		}
-		var first *enq
-		could := false
-		for _, o := range g[qk{e.queue, e.key}] {
-			if o == e {
-				continue
-			}
-			if o.outcome == OK && !o.dedup && first == nil {
-				first = o
-			}
-			if o.canCreate() && o.start.Before(e.end) {
-				could = true
+		evs := g[qk{e.queue, e.key}]
+		var creator *enq
+		for _, o := range evs {
+			if o.outcome == OK && !o.dedup && o.jobID == e.jobID {
+				creator = o
+				break
 			}
 		}
-		if e.ref.Item > 0 {
-			// An earlier item of the same batch may have created it.
-			for _, o := range g[qk{e.queue, e.key}] {
-				if o.ref.Line == e.ref.Line && o.ref.Item < e.ref.Item && o.outcome == OK {
-					could = true
-				}
+		if creator != nil {
+			if e.end.Before(creator.start) {
+				c.violate(KindDedupBeforeCreate, fmt.Sprintf("%s/%q: a deduplicated ack of job %s ended before the enqueue that created it started", e.queue, e.key, e.jobID), e.ref, creator.ref)
+			}
+			continue
+		}
+		could := false
+		var first *enq
+		for _, o := range evs {
+			if o.outcome == Unknown && o.start.Before(e.end) {
+				could = true
+			}
+			if first == nil && o.outcome == OK && !o.dedup {
+				first = o
 			}
 		}
 		if could {
 			continue
 		}
 		refs := []OpRef{e.ref}
-		msg := fmt.Sprintf("%s/%q: deduplicated ack of job %s ended before any enqueue that could have created it started", e.queue, e.key, e.jobID)
-		if first != nil {
+		if first != nil && e.end.Before(first.start) {
 			refs = append(refs, first.ref)
-			msg = fmt.Sprintf("%s/%q: deduplicated ack of job %s ended before the first ok enqueue of the key started", e.queue, e.key, e.jobID)
 		}
-		c.violate(KindDedupBeforeCreate, msg, refs...)
+		c.violate(KindDedupBeforeCreate, fmt.Sprintf("%s/%q: a deduplicated ack of job %s, which no ack says it created, ended before any enqueue of unknown outcome of the key started", e.queue, e.key, e.jobID), refs...)
 	}
 }
 
@@ -534,33 +608,32 @@ func (c *checker) checkFinalJobs() {
 			byKey[k] = append(byKey[k], j)
 		}
 	}
-	created := func(j *Job) (time.Time, bool) {
-		if !j.CreatedAt.IsZero() {
-			return j.CreatedAt.Time, true
-		}
-		if e := named[j.ID]; e != nil {
-			return e.start, true
-		}
-		return time.Time{}, false
-	}
+	g, _ := c.groups()
 	for _, k := range order {
 		jobs := byKey[k]
 		window, bounded, _ := c.policy(k.queue)
+		kjobs := map[string]*keyJob{}
+		for _, j := range keyJobs(g[k]) {
+			kjobs[j.id] = j
+		}
+		spanOf := func(j *Job) span {
+			if !j.CreatedAt.IsZero() {
+				return span{lo: j.CreatedAt.Time, hi: j.CreatedAt.Time}
+			}
+			if kj := kjobs[j.ID]; kj != nil {
+				return creation(kj, g[k], window, bounded)
+			}
+			return openSpan
+		}
 		for a := 0; a < len(jobs); a++ {
 			for b := a + 1; b < len(jobs); b++ {
-				ta, oka := created(jobs[a])
-				tb, okb := created(jobs[b])
-				d := ta.Sub(tb)
-				if d < 0 {
-					d = -d
-				}
-				if bounded && (!oka || !okb || d >= window) {
+				if separable(spanOf(jobs[a]), spanOf(jobs[b]), window, bounded) {
 					continue
 				}
 				var refs []OpRef
 				for _, j := range []*Job{jobs[a], jobs[b]} {
-					if e := named[j.ID]; e != nil {
-						refs = append(refs, e.ref)
+					if kj := kjobs[j.ID]; kj != nil {
+						refs = append(refs, kj.ref())
 					}
 				}
 				c.violate(KindDuplicateJob, fmt.Sprintf("%s/%q: the final state holds jobs %s and %s within one dedup window", k.queue, k.key, jobs[a].ID, jobs[b].ID), refs...)

@@ -397,3 +397,90 @@ func TestAmbiguousWindowEdge(t *testing.T) {
 		t.Fatalf("want no violation:\n%s", rep)
 	}
 }
+
+// More histories that break the promise, beyond one per kind.
+func TestMoreViolations(t *testing.T) {
+	reject := []QueuePolicy{queue("r", 10000, "reject")}
+	work := []QueuePolicy{queue("q", 10000, "return_original")}
+	for _, tc := range []struct {
+		name string
+		kind Kind
+		h    *History
+		ops  []OpRef
+	}{
+		{"reject queue acknowledged a hit", KindDuplicateAccepted, &History{
+			Ops: []Record{
+				enqueue(1, "a", "r", "k", 0, 10, Unknown, "", false),
+				enqueue(1, "b", "r", "k", 20, 30, OK, "J1", true),
+			},
+			State: &State{Jobs: []Job{job("J1", "r", "k", "completed", 5)}, Queues: reject},
+		}, []OpRef{ref(2, "b")}},
+		{"reject queue acknowledged the same job twice", KindDuplicateAccepted, &History{
+			Ops: []Record{
+				enqueue(1, "a", "r", "k", 0, 10, OK, "J1", false),
+				enqueue(2, "b", "r", "k", 20, 30, OK, "J1", false),
+			},
+			State: &State{Jobs: []Job{job("J1", "r", "k", "completed", 5)}, Queues: reject},
+		}, []OpRef{ref(1, "a"), ref(2, "b")}},
+		{"DUPLICATE_JOB named another job", KindDedupMismatch, &History{
+			Ops: []Record{
+				enqueue(1, "a", "r", "k", 0, 10, OK, "J1", false),
+				enqueueFail(2, "b", "r", "k", 20, 30, "DUPLICATE_JOB", "J7"),
+			},
+			State: &State{Jobs: []Job{job("J1", "r", "k", "completed", 5)}, Queues: reject},
+		}, []OpRef{ref(1, "a"), ref(2, "b")}},
+		{"concurrent creations of one key", KindDedupMismatch, &History{
+			Ops: []Record{
+				enqueue(1, "a", "q", "k", 0, 100, OK, "J1", false),
+				enqueue(2, "b", "q", "k", 50, 60, OK, "J2", false),
+			},
+			State: &State{Jobs: []Job{job("J1", "q", "k", "completed", 0)}, Deleted: []string{"J2"}, Queues: work},
+		}, []OpRef{ref(1, "a"), ref(2, "b")}},
+		{"duplicate jobs without created_at, timed by their acks", KindDuplicateJob, &History{
+			Ops: []Record{
+				enqueue(1, "a", "q", "k", 0, 10, OK, "J1", false),
+				enqueue(2, "b", "q", "k", 500, 5000, Unknown, "", false),
+			},
+			State: &State{Jobs: []Job{{ID: "J1", Queue: "q", Key: "k", State: "completed"}, {ID: "J2", Queue: "q", Key: "k", State: "completed", CreatedAt: at(600)}}, Queues: work},
+		}, []OpRef{ref(1, "a")}},
+		{"phantom created before the unknown enqueue started", KindPhantomJob, &History{
+			Ops:   []Record{enqueue(1, "a", "q", "k", 500, 600, Unknown, "", false)},
+			State: &State{Jobs: []Job{job("J1", "q", "k", "completed", 100)}, Queues: work},
+		}, nil},
+		{"dedup hit with no creator at all", KindDedupBeforeCreate, &History{
+			Ops:   []Record{enqueue(1, "a", "q", "k", 0, 10, OK, "J1", true)},
+			State: &State{Jobs: []Job{job("J1", "q", "k", "completed", 5)}, Deleted: nil, Queues: work},
+		}, []OpRef{ref(1, "a")}},
+		{"record without times", KindMalformed, &History{
+			Ops: []Record{{Process: 1, Op: OpGetJob, Outcome: OK, JobID: "J1"}},
+		}, []OpRef{ref(1, "")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Check(tc.h)
+			if len(rep.Violations) != 1 || rep.Violations[0].Kind != tc.kind {
+				t.Fatalf("want exactly one %q, got:\n%s", tc.kind, rep)
+			}
+			if got := rep.Violations[0].Ops; !reflect.DeepEqual(got, tc.ops) {
+				t.Errorf("ops: got %v, want %v", got, tc.ops)
+			}
+		})
+	}
+}
+
+// A hit on a job an unknown enqueue created just before its window closed,
+// while another client created the next job just after: no violation,
+// whatever order the acks started in.
+func TestHitAtTheEndOfAWindowCreatedByAnUnknown(t *testing.T) {
+	h := &History{
+		Ops: []Record{
+			enqueue(1, "u", "q", "k", 0, 100, Unknown, "", false),
+			enqueue(2, "a", "q", "k", 9970, 10500, OK, "J1", false),
+			enqueue(3, "e", "q", "k", 9980, 9995, OK, "J2", true),
+		},
+		State: &State{Jobs: []Job{job("J2", "q", "k", "completed", 50), job("J1", "q", "k", "completed", 10200)},
+			Queues: []QueuePolicy{queue("q", 10000, "return_original")}},
+	}
+	if rep := Check(h); !rep.OK() {
+		t.Fatalf("want no violation:\n%s", rep)
+	}
+}
