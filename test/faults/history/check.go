@@ -191,6 +191,7 @@ type checker struct {
 	h        *History
 	rep      *Report
 	refs     []OpRef
+	bad      []bool // malformed records, left out of the checks
 	enqs     []*enq
 	policies map[string]QueuePolicy
 	jobs     map[string]*Job
@@ -263,6 +264,7 @@ var knownOps = map[OpKind]bool{OpEnqueue: true, OpEnqueueBatch: true, OpReserve:
 
 func (c *checker) flatten() {
 	c.refs = make([]OpRef, len(c.h.Ops))
+	c.bad = make([]bool, len(c.h.Ops))
 	for i := range c.h.Ops {
 		r := &c.h.Ops[i]
 		ref := OpRef{Line: r.Line, ID: r.ID}
@@ -274,20 +276,20 @@ func (c *checker) flatten() {
 			c.rep.Counts[r.Op] = map[Outcome]int{}
 		}
 		c.rep.Counts[r.Op][r.Outcome]++
-		if !knownOps[r.Op] {
-			c.violate(KindMalformed, fmt.Sprintf("unknown op %q", r.Op), ref)
-			continue
-		}
-		if r.Outcome != OK && r.Outcome != Fail && r.Outcome != Unknown {
-			c.violate(KindMalformed, fmt.Sprintf("unknown outcome %q", r.Outcome), ref)
-			continue
-		}
+		bad := ""
 		switch {
+		case !knownOps[r.Op]:
+			bad = fmt.Sprintf("unknown op %q", r.Op)
+		case r.Outcome != OK && r.Outcome != Fail && r.Outcome != Unknown:
+			bad = fmt.Sprintf("unknown outcome %q", r.Outcome)
 		case r.Start.IsZero() || r.End.IsZero():
-			c.violate(KindMalformed, "no start or no end time", ref)
-			continue
+			bad = "no start or no end time"
 		case r.End.Before(r.Start.Time):
-			c.violate(KindMalformed, "end before start", ref)
+			bad = "end before start"
+		}
+		if bad != "" {
+			c.bad[i] = true
+			c.violate(KindMalformed, bad, ref)
 			continue
 		}
 		switch r.Op {
@@ -647,6 +649,9 @@ func (c *checker) checkCompletions() {
 	reported := map[string]bool{}
 	for i := range c.h.Ops {
 		r := &c.h.Ops[i]
+		if c.bad[i] {
+			continue
+		}
 		if r.Op != OpComplete || r.Outcome != OK || r.JobID == "" {
 			continue
 		}
@@ -680,6 +685,9 @@ func (c *checker) checkEffects() {
 	completedJobs := map[string]bool{}
 	for i := range c.h.Ops {
 		r := &c.h.Ops[i]
+		if c.bad[i] {
+			continue
+		}
 		if r.Op == OpComplete && r.Outcome == OK {
 			completedJobs[r.JobID] = true
 		}
@@ -700,6 +708,9 @@ func (c *checker) checkEffects() {
 	// earlier claim of the same process.
 	for i := range c.h.Ops {
 		r := &c.h.Ops[i]
+		if c.bad[i] {
+			continue
+		}
 		if r.Op != OpCompleteEffect || r.Outcome != OK {
 			continue
 		}
@@ -756,6 +767,9 @@ func (c *checker) checkEffects() {
 	released := map[string]bool{} // effect tokens released ok
 	for i := range c.h.Ops {
 		r := &c.h.Ops[i]
+		if c.bad[i] {
+			continue
+		}
 		if r.Op == OpReleaseEffect && r.Outcome == OK && r.EffectToken != "" {
 			released[r.EffectToken] = true
 		}
@@ -763,6 +777,9 @@ func (c *checker) checkEffects() {
 	missing := map[eff]bool{}
 	for i := range c.h.Ops {
 		r := &c.h.Ops[i]
+		if c.bad[i] {
+			continue
+		}
 		if r.Op != OpClaimEffect || r.Outcome != OK {
 			continue
 		}

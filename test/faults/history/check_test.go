@@ -451,6 +451,13 @@ func TestMoreViolations(t *testing.T) {
 			Ops:   []Record{enqueue(1, "a", "q", "k", 0, 10, OK, "J1", true)},
 			State: &State{Jobs: []Job{job("J1", "q", "k", "completed", 5)}, Deleted: nil, Queues: work},
 		}, []OpRef{ref(1, "a")}},
+		{"a malformed record is left out of the other checks", KindMalformed, &History{
+			Ops: []Record{
+				enqueue(1, "a", "q", "k", 0, 10, OK, "J1", false),
+				{Process: 2, ID: "c", Op: OpComplete, Start: at(20), End: at(10), Outcome: OK, JobID: "J2"},
+			},
+			State: &State{Jobs: []Job{job("J1", "q", "k", "completed", 5)}, Queues: work},
+		}, []OpRef{ref(2, "c")}},
 		{"record without times", KindMalformed, &History{
 			Ops: []Record{{Process: 1, Op: OpGetJob, Outcome: OK, JobID: "J1"}},
 		}, []OpRef{ref(1, "")}},
