@@ -3,13 +3,10 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,8 +49,8 @@ func TestReadyzPostgresUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startPGProxy(t, u.Host)
-	u.Host = p.addr
+	p := testserver.StartProxy(t, u.Host)
+	u.Host = p.Addr
 	q := u.Query()
 	q.Set("search_path", schema)
 	q.Set("connect_timeout", "1")
@@ -68,7 +65,7 @@ func TestReadyzPostgresUnreachable(t *testing.T) {
 	if code, body, _ := probe(t, http.DefaultClient, "GET", srv.URL+"/readyz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/readyz with the database reachable: %d %q, want 200", code, body)
 	}
-	p.down()
+	p.Down()
 	start := time.Now()
 	var code int
 	var body string
@@ -92,7 +89,7 @@ func TestReadyzPostgresUnreachable(t *testing.T) {
 		t.Errorf("/healthz with the database unreachable: %d, want 200", code)
 	}
 
-	p.up(t)
+	p.Up(t)
 	start = time.Now()
 	for time.Since(start) < 20*time.Second {
 		if code, body, _ = probe(t, http.DefaultClient, "GET", srv.URL+"/readyz"); code == 200 {
@@ -106,88 +103,4 @@ func TestReadyzPostgresUnreachable(t *testing.T) {
 	if st := grpcHealth(t, srv.Addr); st != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("gRPC health after the database came back: %v, want SERVING", st)
 	}
-}
-
-// pgProxy forwards TCP connections from a loopback port to PostgreSQL; down
-// closes the port and every forwarded connection, up opens the port again
-// (as the PostgreSQL store's tests do).
-type pgProxy struct {
-	target, addr string
-	mu           sync.Mutex
-	ln           net.Listener
-	conns        map[net.Conn]bool
-}
-
-func startPGProxy(t *testing.T, target string) *pgProxy {
-	t.Helper()
-	p := &pgProxy{target: target, conns: map[net.Conn]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(p.down)
-	return p
-}
-
-func (p *pgProxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.forward(c)
-		}
-	}()
-}
-
-func (p *pgProxy) forward(c net.Conn) {
-	s, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	if p.ln == nil { // down while dialling
-		p.mu.Unlock()
-		c.Close()
-		s.Close()
-		return
-	}
-	p.conns[c], p.conns[s] = true, true
-	p.mu.Unlock()
-	pipe := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		dst.Close()
-		src.Close()
-	}
-	go pipe(s, c)
-	go pipe(c, s)
-}
-
-func (p *pgProxy) down() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
-func (p *pgProxy) up(t *testing.T) {
-	t.Helper()
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatalf("proxy: listen again at %s: %v", p.addr, err)
-	}
-	p.serve(ln)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/postgres"
 	"github.com/sepp-dev/sepp/internal/store/storetest"
+	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
 var schemas atomic.Int64
@@ -365,8 +365,8 @@ func TestUnavailable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := startProxy(t, u.Host)
-			u.Host = p.addr
+			p := testserver.StartProxy(t, u.Host)
+			u.Host = p.Addr
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			s, err := openAt(ctx, u.String())
@@ -374,8 +374,8 @@ func TestUnavailable(t *testing.T) {
 				t.Fatal(err)
 			}
 			return s, storetest.Database{
-				Down: func(t *testing.T) { p.down(t) },
-				Up:   func(t *testing.T) { p.up(t) },
+				Down: func(t *testing.T) { p.Down() },
+				Up:   func(t *testing.T) { p.Up(t) },
 				Kill: func(t *testing.T) {
 					t.Helper()
 					if terminate(t, appName(t, at), false) == 0 {
@@ -490,8 +490,8 @@ func TestCallsAgainstSilentServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := startProxy(t, u.Host)
-	u.Host = p.addr
+	p := testserver.StartProxy(t, u.Host)
+	u.Host = p.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := openAt(ctx, withParam(t, u.String(), "connect_timeout", "1"))
@@ -502,10 +502,10 @@ func TestCallsAgainstSilentServer(t *testing.T) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p.down(t) // ends the pool's connections
-	ln, err := net.Listen("tcp", p.addr)
+	p.Down() // ends the pool's connections
+	ln, err := net.Listen("tcp", p.Addr)
 	if err != nil {
-		t.Fatalf("listen at %s: %v", p.addr, err)
+		t.Fatalf("listen at %s: %v", p.Addr, err)
 	}
 	stop := silentAt(t, ln)
 	for i := range 3 {
@@ -520,7 +520,7 @@ func TestCallsAgainstSilentServer(t *testing.T) {
 	// broken connection's cancel request among them: pgx waits up to 15 s
 	// for its answer, and Close for that).
 	stop()
-	p.up(t)
+	p.Up(t)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -546,87 +546,4 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
-}
-
-// proxy forwards TCP connections from a loopback port to PostgreSQL; down
-// closes the port and every forwarded connection, up opens the port again.
-type proxy struct {
-	target, addr string
-	mu           sync.Mutex
-	ln           net.Listener
-	conns        map[net.Conn]bool
-}
-
-func startProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	p := &proxy{target: target, conns: map[net.Conn]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(func() { p.down(t) })
-	return p
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go p.forward(c)
-		}
-	}()
-}
-
-func (p *proxy) forward(c net.Conn) {
-	s, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	if p.ln == nil { // down while dialling
-		p.mu.Unlock()
-		c.Close()
-		s.Close()
-		return
-	}
-	p.conns[c], p.conns[s] = true, true
-	p.mu.Unlock()
-	pipe := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		dst.Close()
-		src.Close()
-	}
-	go pipe(s, c)
-	go pipe(c, s)
-}
-
-func (p *proxy) down(t *testing.T) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
-func (p *proxy) up(t *testing.T) {
-	t.Helper()
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatalf("proxy: listen again at %s: %v", p.addr, err)
-	}
-	p.serve(ln)
 }
