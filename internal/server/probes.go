@@ -58,6 +58,9 @@ func (s *Server) probeStore(timeout time.Duration) error {
 		return err
 	}
 	h.notServing = !ok
+	if s.stopping() {
+		return err // Shutdown has said NOT_SERVING for good
+	}
 	st, cst := healthpb.HealthCheckResponse_SERVING, grpchealth.StatusServing
 	if !ok {
 		st, cst = healthpb.HealthCheckResponse_NOT_SERVING, grpchealth.StatusNotServing
@@ -70,6 +73,17 @@ func (s *Server) probeStore(timeout time.Duration) error {
 		s.connectHealth.SetStatus(name, cst)
 	}
 	return err
+}
+
+// connectNotServing turns the Connect health check to NOT_SERVING for good,
+// as health.Server.Shutdown does for gRPC's: Shutdown calls it once it has
+// begun, under the lock probeStore holds, so no probe turns it back.
+func (s *Server) connectNotServing() {
+	s.storeState.mu.Lock()
+	defer s.storeState.mu.Unlock()
+	for _, name := range append([]string{""}, serviceNames...) {
+		s.connectHealth.SetStatus(name, grpchealth.StatusNotServing)
+	}
 }
 
 // stopping reports whether Shutdown has begun.

@@ -307,6 +307,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.wake.Close() // answers the waiting calls now
 	})
 	s.health.Shutdown()
+	s.connectNotServing() // probes.go
 	s.mu.Lock()
 	if s.ln != nil {
 		s.ln.Close()
