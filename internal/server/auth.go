@@ -213,11 +213,11 @@ func (s *Server) identify(header string) (*token, *apiError) {
 // authorize runs before every call: with authentication on, it finds the
 // caller's token from the Authorization header value, checks its roles for
 // procedure and the queues req names, and returns ctx carrying the token.
-func (s *Server) authorize(ctx context.Context, procedure, header string, req any) (context.Context, *apiError) {
+func (s *Server) authorize(ctx context.Context, procedure string, header func() string, req any) (context.Context, *apiError) {
 	if len(s.tokens) == 0 || !guarded(procedure) {
 		return ctx, nil
 	}
-	t, aerr := s.identify(header)
+	t, aerr := s.identify(header())
 	if aerr != nil {
 		return ctx, aerr
 	}
@@ -238,7 +238,9 @@ func (s *Server) authorize(ctx context.Context, procedure, header string, req an
 
 // guard runs call, the handler, for both stacks' interceptors: authorize
 // first, then the audit line of an audited call, however it ended.
-func guard[R any](s *Server, ctx context.Context, procedure, header string, req any, call func(context.Context) (R, error)) (res R, err error) {
+// header returns the call's Authorization value; it is read only when
+// [auth] has tokens.
+func guard[R any](s *Server, ctx context.Context, procedure string, header func() string, req any, call func(context.Context) (R, error)) (res R, err error) {
 	ctx, aerr := s.authorize(ctx, procedure, header, req)
 	if aerr != nil {
 		s.audit(ctx, procedure, req, aerr)
@@ -259,13 +261,15 @@ func guard[R any](s *Server, ctx context.Context, procedure, header string, req 
 	return res, err
 }
 
-// grpcAuthorization returns the authorization metadata of a gRPC call.
-func grpcAuthorization(ctx context.Context) string {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get("authorization"); len(v) > 0 {
-		return v[0]
+// grpcAuthorization returns the authorization metadata of a gRPC call
+// (without copying the call's whole metadata, as FromIncomingContext does).
+func grpcAuthorization(ctx context.Context) func() string {
+	return func() string {
+		if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
+			return v[0]
+		}
+		return ""
 	}
-	return ""
 }
 
 // checkRequestQueues checks the queues a request names against the

@@ -360,7 +360,8 @@ func (s *Server) connectInterceptor(next connect.UnaryFunc) connect.UnaryFunc {
 		if aerr := decodeError(req.Any()); aerr != nil { // decode.go
 			return nil, aerr
 		}
-		return guard(s, ctx, req.Spec().Procedure, req.Header().Get("Authorization"), req.Any(), // auth.go
+		header := func() string { return req.Header().Get("Authorization") }
+		return guard(s, ctx, req.Spec().Procedure, header, req.Any(), // auth.go
 			func(ctx context.Context) (connect.AnyResponse, error) { return next(ctx, req) })
 	}
 }
