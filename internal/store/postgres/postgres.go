@@ -120,6 +120,18 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// DBTime reads the database's clock: clock_timestamp(), the time when the
+// statement runs (now() would be the start of its transaction). The nodes
+// that share the database take their time from it (internal/clock), so that
+// no node's wall clock decides when a window or a lease ends.
+func (s *Store) DBTime(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&t); err != nil {
+		return time.Time{}, translate(ctx, err)
+	}
+	return t, nil
+}
+
 func (s *Store) migrate(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
