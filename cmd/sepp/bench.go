@@ -267,7 +267,8 @@ func startBenchServer(dir string) (stop func(), addr, where string, err error) {
 		return nil, "", "", err
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := server.New(server.Options{Config: &cfg, Store: st, Logger: logger, Metrics: metrics})
+	// The embedded store takes the host's clock, as in sepp serve.
+	srv, err := server.New(server.Options{Config: &cfg, Store: st, Logger: logger, Metrics: metrics, Now: wallClock})
 	if err != nil {
 		st.Close()
 		cleanup()

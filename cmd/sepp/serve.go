@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sepp-dev/sepp/internal/clock"
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server"
 	"github.com/sepp-dev/sepp/internal/store"
@@ -25,6 +26,12 @@ import (
 
 // shutdownGrace is how long in-flight calls may run after SIGTERM.
 const shutdownGrace = 30 * time.Second
+
+// wallClock is the host's clock. The embedded store takes the host's clock:
+// every window, lease and run-at of a node on it is judged by this. On
+// PostgreSQL the server takes the database's clock instead (serverClock),
+// and wallClock is only compared with it.
+var wallClock = time.Now
 
 func runServe(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sepp serve", flag.ContinueOnError)
@@ -87,7 +94,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		metrics.ObserveRecovery(rs.Recovery())
 	}
 
-	srv, err := server.New(server.Options{Config: cfg, Store: st, Logger: logger, Metrics: metrics})
+	now, stopClock, err := serverClock(ctx, st, logger)
+	if err != nil {
+		return err
+	}
+	defer stopClock()
+	srv, err := server.New(server.Options{Config: cfg, Store: st, Logger: logger, Metrics: metrics, Now: now})
 	if err != nil {
 		return err
 	}
@@ -125,6 +137,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if serr := <-errc; serr != nil {
 		err = errors.Join(err, serr)
 	}
+	stopClock() // the server has stopped: nothing asks the time any more
 	if cerr := st.Close(); cerr != nil {
 		err = errors.Join(err, cerr)
 	}
@@ -157,6 +170,40 @@ func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics) (stor
 		return st, "postgres", where, nil
 	}
 	return nil, "", "", fmt.Errorf("unknown storage backend %q", cfg.Storage.Backend)
+}
+
+// sharedClock is implemented by a store that several nodes share and whose
+// clock they all take their time from: the PostgreSQL store.
+type sharedClock interface {
+	DBTime(context.Context) (time.Time, error)
+}
+
+// serverClock returns the clock the server decides by, and a function to
+// call once the server has stopped. On PostgreSQL it is the database's clock
+// (clock.Anchored: read at start and every 10 s, advanced by this host's
+// monotonic clock in between), so that a node whose wall clock is ahead
+// neither expires other nodes' dedup records early nor takes their leases;
+// it logs how far this host's clock is from the database's. On the embedded
+// store it is the host's clock, wallClock. st must be the store as opened
+// (a wrapper would hide DBTime).
+func serverClock(ctx context.Context, st store.Store, logger *slog.Logger) (now func() time.Time, stop func(), err error) {
+	db, ok := st.(sharedClock)
+	if !ok {
+		return wallClock, func() {}, nil
+	}
+	c, err := clock.NewAnchored(ctx, clock.AnchoredOptions{Source: db.DBTime, Logger: logger})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the database's clock: %w", err)
+	}
+	// The database's time minus the host's: Round(0) drops the monotonic
+	// readings, so this compares the wall clocks.
+	offset := c.Now().Round(0).Sub(wallClock().Round(0)).Round(time.Millisecond)
+	logger.Info("clock", "source", "database", "offset", offset)
+	if offset.Abs() > time.Second {
+		logger.Warn(fmt.Sprintf("this node's clock is off by %v from the database's; Sepp uses the database's clock on PostgreSQL, "+
+			"so dedup windows and leases are unaffected, but log timestamps are the host's", -offset), "offset", offset)
+	}
+	return c.Now, c.Close, nil
 }
 
 // logRecovery logs what the store replayed at Open: one INFO line, or a WARN
