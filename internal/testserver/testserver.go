@@ -61,6 +61,10 @@ type Options struct {
 	// RealTime runs the server on the wall clock instead of Clock, for tests
 	// of leases and retries as a worker sees them.
 	RealTime bool
+	// Now, if set, is the server's clock in place of Clock and RealTime,
+	// for tests of a clock as sepp serve builds it (the database's, on
+	// PostgreSQL).
+	Now func() time.Time
 	// SweepBatch is the server's sweep batch size; zero: the default.
 	SweepBatch int
 	// WrapStore, if set, wraps the Pebble store the server uses, for tests
@@ -88,6 +92,9 @@ func Start(t testing.TB, opts Options) *Server {
 	now := clock.Now
 	if opts.RealTime {
 		now = time.Now
+	}
+	if opts.Now != nil {
+		now = opts.Now
 	}
 	var served store.Store = st
 	if opts.WrapStore != nil {
