@@ -83,7 +83,17 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	defer signal.Stop(hup)
 
 	metrics := server.NewMetrics()
-	st, engine, where, err := openStore(ctx, cfg, metrics)
+	// A store that can no longer make its commits durable (the embedded
+	// store on a full or failing disk) stops answering; the process then
+	// stops too, so a supervisor restarts it once the disk is fixed.
+	storeFailed := make(chan error, 1)
+	onFailed := func(err error) {
+		select {
+		case storeFailed <- err:
+		default:
+		}
+	}
+	st, engine, where, err := openStore(ctx, cfg, metrics, onFailed)
 	if err != nil {
 		return err
 	}
@@ -99,6 +109,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopClock()
+	st = wrapStoreForFaults(st) // release builds: st itself (faults.go)
 	srv, err := server.New(server.Options{Config: cfg, Store: st, Logger: logger, Metrics: metrics, Now: now})
 	if err != nil {
 		return err
@@ -125,10 +136,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	var failed error
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	case failed = <-storeFailed:
+		logger.Error("the store stopped; shutting down", "err", failed)
 	}
 	logger.Info("shutting down: finishing in-flight calls", "grace", shutdownGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
@@ -142,17 +156,18 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		err = errors.Join(err, cerr)
 	}
 	logger.Info("stopped")
-	return err
+	return errors.Join(failed, err)
 }
 
 // openStore opens the store that cfg.Storage.Backend names. It returns the
 // store, the engine's name ("pebble" or "postgres") and where its
 // data is (an absolute directory, or the database URL without its password).
-func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics) (store.Store, string, string, error) {
+func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics, onFailed func(error)) (store.Store, string, string, error) {
 	switch cfg.Storage.Backend {
 	case config.BackendEmbedded:
 		abs := absPath(cfg.Storage.Path)
-		st, err := pebble.Open(ctx, pebble.Options{Path: cfg.Storage.Path, OnCommit: m.ObserveCommit, OnKeyReleased: m.ObserveKeyReleased})
+		st, err := pebble.Open(ctx, pebble.Options{Path: cfg.Storage.Path, OnCommit: m.ObserveCommit, OnKeyReleased: m.ObserveKeyReleased,
+			OnFailed: onFailed})
 		if err != nil {
 			return nil, "", "", fmt.Errorf("open the embedded store in %s: %w", abs, err)
 		}
@@ -253,7 +268,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, _, where, err := openStore(context.Background(), cfg, server.NewMetrics())
+	st, _, where, err := openStore(context.Background(), cfg, server.NewMetrics(), nil)
 	if err != nil {
 		return err
 	}

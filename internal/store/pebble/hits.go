@@ -84,12 +84,13 @@ func (s *Store) markSynced(n uint64) {
 	close(*s.syncedCh.Swap(&next))
 }
 
-// awaitSynced returns once commit n has returned.
+// awaitSynced returns once commit n has returned: nil when it synced, the
+// store's failure when it (or an earlier commit) could not.
 func (s *Store) awaitSynced(ctx context.Context, n uint64) error {
 	for {
 		ch := s.syncedCh.Load()
 		if s.synced.Load() >= n {
-			return nil
+			return s.failure() // the syncer records a failure before it moves synced
 		}
 		select {
 		case <-*ch:

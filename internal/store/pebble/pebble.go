@@ -56,6 +56,16 @@ type Options struct {
 	// jobs reached a final state their release_key_on names has synced; never
 	// for a group that failed.
 	OnKeyReleased func(queue string, n int)
+	// OnFailed, if set, is called once, from the syncer, when a commit
+	// could not be made durable (a write-ahead log write or sync failed: a
+	// full or failing disk). The store has then stopped: every later call
+	// fails with ErrUnavailable, since what the failed commit wrote is
+	// visible in memory but not on disk. The caller should stop the
+	// process; a restart recovers what was acknowledged.
+	OnFailed func(err error)
+	// FS is the file system Pebble's files live on. Default: the
+	// operating system's. Tests set one that fails writes on demand.
+	FS vfs.FS
 }
 
 // Store is the Pebble backend. Create it with Open.
@@ -96,6 +106,10 @@ type Store struct {
 	acked, marked ackCount // writer-only after Open
 
 	recovery store.Recovery // what Open replayed and found damaged
+
+	// failed is set by the syncer when a commit could not be made durable;
+	// from then on nothing is applied, answered as done or read (fail).
+	failed atomic.Pointer[error]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -152,6 +166,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		Cache:        cache,
 		Logger:       logger,
 		Lock:         lock,
+		FS:           opts.FS,
 	}
 	// Most dedup lookups are of keys that turn out to be new: a Bloom filter
 	// on every level answers those without reading a data block. The levels
@@ -303,6 +318,9 @@ func (s *Store) read(fn func(db *pebble.DB) error) error {
 	defer s.mu.RUnlock()
 	if s.closed {
 		return store.ErrClosed
+	}
+	if err := s.failure(); err != nil {
+		return err
 	}
 	return fn(s.db)
 }

@@ -145,6 +145,13 @@ type inflight struct {
 // neighbours.
 func (s *Store) commit(group []*writeOp) {
 	start := time.Now()
+	if err := s.failure(); err != nil {
+		for _, op := range group {
+			op.err = err
+		}
+		s.inflightCh <- inflight{group: group, count: s.acked, start: start}
+		return
+	}
 	f, err := s.runGroup(group)
 	if err == nil {
 		f.start = start
@@ -178,11 +185,18 @@ func (s *Store) syncer() {
 	for f := range s.inflightCh {
 		var err error
 		if f.b != nil {
-			if err = f.b.SyncWait(); err != nil {
-				err = fmt.Errorf("pebble: commit: %w", err)
+			if serr := f.b.SyncWait(); serr != nil {
+				s.fail(serr)
 			}
 			f.b.Close()
 			s.markSynced(f.commit)
+		}
+		// After a failed sync no group is answered as done, with a batch
+		// or without: one that wrote nothing may have read what the failed
+		// commit wrote (a dedup hit on the job it created), which is in
+		// memory and will not be on disk.
+		if ferr := s.failure(); ferr != nil {
+			err = ferr
 		}
 		if err == nil && f.count != s.marked {
 			// Every operation of the group is answered only once the mark
@@ -217,6 +231,22 @@ func (s *Store) syncer() {
 			close(op.done)
 		}
 	}
+}
+
+// fail stops the store after a commit could not be made durable.
+func (s *Store) fail(cause error) {
+	err := fmt.Errorf("%w: the embedded store could not make a commit durable (%v) and stopped: nothing acknowledged was lost; free disk space or fix the disk, then restart sepp", store.ErrUnavailable, cause)
+	if s.failed.CompareAndSwap(nil, &err) && s.opts.OnFailed != nil {
+		s.opts.OnFailed(err)
+	}
+}
+
+// failure is the error the store stopped with, or nil.
+func (s *Store) failure() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // runGroup applies ops to one indexed batch, so each sees the writes of
