@@ -29,6 +29,10 @@ type AnchoredOptions struct {
 	// Logger receives the warning when Source cannot be read and the note
 	// when it can again. Default slog.Default().
 	Logger *slog.Logger
+	// Samples is how many times each read takes the source's time, one
+	// after the other, keeping the one with the shortest round trip: the
+	// first call after a lost connection waits for a new one. Default 4.
+	Samples int
 	// Local is the node's clock, for tests only: a test sets it to a
 	// skewed clock to show that the skew has no effect. It must return
 	// values that carry Go's monotonic reading, as time.Now's do (and
@@ -43,6 +47,7 @@ const DefaultResync = 10 * time.Second
 // safe for concurrent use.
 type Anchored struct {
 	source  func(context.Context) (time.Time, error)
+	samples int
 	local   func() time.Time
 	log     *slog.Logger
 	timeout time.Duration
@@ -64,6 +69,27 @@ type anchor struct {
 	local time.Time
 	// offset is ref minus the local wall clock at that instant.
 	offset time.Duration
+	// uncertainty is half the round trip of the reading: the source read
+	// its clock somewhere within it, so ref is off by at most that.
+	uncertainty time.Duration
+}
+
+// An anchor's uncertainty grows with the time since it was read, by the
+// rate at which a node's monotonic clock may drift from the reference's
+// (quartz clocks: within 50 ppm each; taken at four times that).
+const driftBound = 200e-6
+
+// wellAnchored is the uncertainty below which the clock resyncs at its
+// regular pace; a less exact anchor (read while the database was slow or
+// restarting) is read again every retryPoorAnchor.
+const (
+	wellAnchored    = 2 * time.Millisecond
+	retryPoorAnchor = 250 * time.Millisecond
+)
+
+// uncertaintyAt is a's uncertainty at local instant now.
+func (a *anchor) uncertaintyAt(now time.Time) time.Duration {
+	return a.uncertainty + time.Duration(float64(now.Sub(a.local))*driftBound)
 }
 
 // NewAnchored reads opts.Source once, failing if it cannot (ctx bounds that
@@ -87,7 +113,10 @@ func NewAnchored(ctx context.Context, opts AnchoredOptions) (*Anchored, error) {
 	if opts.Local == nil {
 		opts.Local = time.Now
 	}
-	c := &Anchored{source: opts.Source, local: opts.Local, log: opts.Logger, timeout: opts.Timeout, done: make(chan struct{})}
+	if opts.Samples <= 0 {
+		opts.Samples = 4
+	}
+	c := &Anchored{source: opts.Source, samples: opts.Samples, local: opts.Local, log: opts.Logger, timeout: opts.Timeout, done: make(chan struct{})}
 	a, err := c.read(ctx)
 	if err != nil {
 		return nil, err
@@ -130,31 +159,54 @@ func (c *Anchored) Close() {
 	})
 }
 
-// read reads the source, taking the reference time to be at the midpoint of
-// the round trip.
+// read takes the source's time c.samples times and keeps the reading with
+// the shortest round trip, taking the reference time to be at its
+// midpoint. It fails only when every sample failed.
 func (c *Anchored) read(ctx context.Context) (*anchor, error) {
-	t0 := c.local()
-	ref, err := c.source(ctx)
-	t1 := c.local()
-	if err != nil {
-		return nil, err
+	var best *anchor
+	var lastErr error
+	for i := 0; i < c.samples && ctx.Err() == nil; i++ {
+		t0 := c.local()
+		ref, err := c.source(ctx)
+		t1 := c.local()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		half := t1.Sub(t0) / 2
+		ref = ref.Add(half)
+		if best == nil || half < best.uncertainty {
+			best = &anchor{ref: ref, local: t1, offset: ref.Sub(t1.Round(0)), uncertainty: half}
+		}
 	}
-	ref = ref.Add(t1.Sub(t0) / 2)
-	return &anchor{ref: ref, local: t1, offset: ref.Sub(t1.Round(0))}, nil
+	if best == nil {
+		if lastErr == nil {
+			lastErr = ctx.Err()
+		}
+		return nil, lastErr
+	}
+	return best, nil
 }
 
-// resync reads the source every interval until ctx ends. It warns once when
-// reads start failing and notes when they work again.
+// resync reads the source every interval until ctx ends (every
+// retryPoorAnchor while the anchor is not well anchored). A reading replaces
+// the anchor only when it is at least as exact as the anchor is by now: a
+// read that waited (a node paused, a database restarting, a lossy link) has
+// a long round trip, and its midpoint would put the clock off by up to half
+// of it. It warns once when reads start failing and notes when they work
+// again.
 func (c *Anchored) resync(ctx context.Context, interval time.Duration) {
 	defer close(c.done)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
 	failing := false
 	for {
+		wait := interval
+		if cur := c.anchor.Load(); cur.uncertaintyAt(c.local()) > wellAnchored {
+			wait = min(wait, retryPoorAnchor)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-time.After(wait):
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.timeout)
 		a, err := c.read(rctx)
@@ -172,7 +224,9 @@ func (c *Anchored) resync(ctx context.Context, interval time.Duration) {
 				c.log.Info("clock: the reference clock can be read again", "offset", a.offset)
 				failing = false
 			}
-			c.anchor.Store(a)
+			if cur := c.anchor.Load(); a.uncertainty <= cur.uncertaintyAt(a.local) {
+				c.anchor.Store(a)
+			}
 		}
 	}
 }

@@ -114,10 +114,15 @@ func TestFollowsSource(t *testing.T) {
 // TestResyncForward: a resync takes the source's new time.
 func TestResyncForward(t *testing.T) {
 	ref := &reference{readings: []time.Time{base, base.Add(time.Hour)}}
-	c := start(t, clock.AnchoredOptions{Source: ref.read, Resync: time.Millisecond})
-	waitReads(t, ref, 3)
-	if got := c.Now(); got.Before(base.Add(time.Hour)) {
-		t.Fatalf("Now after the resync = %v, want at least %v", got, base.Add(time.Hour))
+	c := start(t, clock.AnchoredOptions{Source: ref.read, Resync: time.Millisecond, Samples: 1})
+	// A reading replaces the anchor once it is as exact as the anchor has
+	// become: within a few resyncs here.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Now().Before(base.Add(time.Hour)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Now = %v 10 s after the source moved to %v", c.Now(), base.Add(time.Hour))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -126,7 +131,7 @@ func TestResyncForward(t *testing.T) {
 func TestResyncNeverBackwards(t *testing.T) {
 	ref := &reference{readings: []time.Time{base, base.Add(-time.Hour)}}
 	before := time.Now()
-	c := start(t, clock.AnchoredOptions{Source: ref.read, Resync: time.Millisecond})
+	c := start(t, clock.AnchoredOptions{Source: ref.read, Resync: time.Millisecond, Samples: 1})
 	first := c.Now()
 	within(t, "Now before the resync", first, base, base.Add(time.Since(before)))
 	waitReads(t, ref, 3)
@@ -238,4 +243,47 @@ func BenchmarkNow(b *testing.B) {
 			time.Now()
 		}
 	})
+}
+
+// TestSlowReadNotTrusted: a read that waited before the source read its
+// clock (a database restarting, a paused node) has a long round trip, and
+// its midpoint would put the clock ahead by half of it. The clock keeps
+// its exact anchor instead, and takes the quick sample of a read that
+// waited only on its first call (a new connection).
+func TestSlowReadNotTrusted(t *testing.T) {
+	began := time.Now()
+	truth := func() time.Time { return base.Add(time.Since(began)) }
+	var mu sync.Mutex
+	calls := 0
+	slow := 0 // 1: every call waits; 2: every other call, as the first after a reconnect
+	source := func(context.Context) (time.Time, error) {
+		mu.Lock()
+		calls++
+		wait := slow == 1 || (slow == 2 && calls%2 == 1)
+		mu.Unlock()
+		if wait {
+			time.Sleep(200 * time.Millisecond)
+		}
+		return truth(), nil
+	}
+	c := start(t, clock.AnchoredOptions{Source: source, Resync: time.Millisecond, Samples: 1})
+	mu.Lock()
+	slow = 1
+	mu.Unlock()
+	for range 10 { // several slow reads
+		time.Sleep(50 * time.Millisecond)
+		if off := c.Now().Sub(truth()); off > 20*time.Millisecond || off < -20*time.Millisecond {
+			t.Fatalf("Now is off the source by %v after slow reads, want within 20 ms (a slow read's midpoint is 100 ms off)", off)
+		}
+	}
+
+	// With two samples a read keeps the quick one.
+	c.Close() // its reads would change which calls are slow
+	mu.Lock()
+	slow, calls = 2, 0
+	mu.Unlock()
+	c2 := start(t, clock.AnchoredOptions{Source: source, Resync: time.Hour, Samples: 2})
+	if off := c2.Now().Sub(truth()); off > 20*time.Millisecond || off < -20*time.Millisecond {
+		t.Fatalf("Now is off the source by %v, want within 20 ms: the read kept its slow sample", off)
+	}
 }
