@@ -1,0 +1,86 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+func TestParseFaults(t *testing.T) {
+	for _, tc := range []struct {
+		in, backend, want, err string
+	}{
+		{"all", backendEmbedded, "kill,pause,partition-client,loss,disk-full", ""},
+		{"", backendPostgres, "kill,pause,partition-client,loss,partition-db,pg-restart,clock-skew", ""},
+		{"kill, pause", backendPostgres, "kill,pause", ""},
+		{"pg-restart", backendEmbedded, "", "does not apply to the embedded backend"},
+		{"disk-full", backendPostgres, "", "does not apply to the postgres backend"},
+		{"meteor", backendEmbedded, "", `unknown fault "meteor"`},
+	} {
+		got, err := parseFaults(tc.in, tc.backend)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("parseFaults(%q, %s) = %v, %v; want an error with %q", tc.in, tc.backend, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, ",") != tc.want {
+			t.Errorf("parseFaults(%q, %s) = %v, %v; want %s", tc.in, tc.backend, got, err, tc.want)
+		}
+	}
+}
+
+func TestOptionsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{},                                  // no -out
+		{"-out", "x", "-backend", "sqlite"}, // unknown backend
+		{"-out", "x", "-nodes", "3"},        // the embedded store has one node
+		{"-out", "x", "-clients", "1"},      // a producer and a worker at least
+		{"-out", "x", "-broken", "fsync-lies"},
+	} {
+		if _, err := parseOptions(args, io.Discard); err == nil {
+			t.Errorf("parseOptions(%q) accepted", args)
+		}
+	}
+}
+
+// TestNodeConfig: the config a node gets parses as TOML and declares every
+// queue of the campaign with the policy the state section reports.
+func TestNodeConfig(t *testing.T) {
+	for _, backend := range []string{backendEmbedded, backendPostgres} {
+		o, err := parseOptions([]string{"-out", t.TempDir(), "-backend", backend, "-postgres-restart", "true"}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &cluster{opts: o}
+		n := &node{i: 0, addr: "10.231.1.2:50051", hostIP: "10.231.1.1", dataDir: "/data"}
+		var cfg struct {
+			Storage struct {
+				Backend string `toml:"backend"`
+				URL     string `toml:"url"`
+			} `toml:"storage"`
+			Queues []struct {
+				Name          string `toml:"name"`
+				DedupWindowMs int64  `toml:"dedup_window_ms"`
+				OnDuplicate   string `toml:"on_duplicate"`
+			} `toml:"queues"`
+		}
+		if err := toml.Unmarshal([]byte(c.nodeConfig(n)), &cfg); err != nil {
+			t.Fatalf("%s: %v\n%s", backend, err, c.nodeConfig(n))
+		}
+		if cfg.Storage.Backend != backend || len(cfg.Queues) != len(campaignQueues) {
+			t.Fatalf("%s: backend %q, %d queues", backend, cfg.Storage.Backend, len(cfg.Queues))
+		}
+		if backend == backendPostgres && !strings.Contains(cfg.Storage.URL, "@10.231.1.1:5432/sepp_faults") {
+			t.Fatalf("node's database URL %q does not go through its forwarder", cfg.Storage.URL)
+		}
+		for i, q := range cfg.Queues {
+			p := campaignQueues[i]
+			if q.Name != p.Queue || q.DedupWindowMs != p.DedupWindowMS || q.OnDuplicate != p.OnDuplicate {
+				t.Errorf("queue %d: config %+v, policy %+v", i, q, p)
+			}
+		}
+	}
+}

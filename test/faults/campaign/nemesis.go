@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The kinds of fault the nemesis injects.
+const (
+	faultKill        = "kill"         // SIGKILL a node; its supervisor starts it again after a while
+	faultPause       = "pause"        // SIGSTOP a node past its leases, then SIGCONT
+	faultPartitionDB = "partition-db" // cut one node from PostgreSQL (both directions)
+	faultPartitionCl = "partition-client"
+	faultLoss        = "loss"       // drop 30 % of one node's packets, both directions
+	faultPGRestart   = "pg-restart" // restart PostgreSQL itself
+	faultClockSkew   = "clock-skew" // step one node's wall clock by seconds
+	faultDiskFull    = "disk-full"  // fill the embedded store's file system
+)
+
+// faultKinds lists every kind, and which backends it applies to.
+var faultKinds = []struct {
+	name     string
+	backends []string
+}{
+	{faultKill, []string{backendEmbedded, backendPostgres}},
+	{faultPause, []string{backendEmbedded, backendPostgres}},
+	{faultPartitionCl, []string{backendEmbedded, backendPostgres}},
+	{faultLoss, []string{backendEmbedded, backendPostgres}},
+	{faultDiskFull, []string{backendEmbedded}},
+	{faultPartitionDB, []string{backendPostgres}},
+	{faultPGRestart, []string{backendPostgres}},
+	{faultClockSkew, []string{backendPostgres}},
+}
+
+// defaultFaults is every kind that applies to backend.
+func defaultFaults(backend string) []string {
+	var out []string
+	for _, k := range faultKinds {
+		for _, b := range k.backends {
+			if b == backend {
+				out = append(out, k.name)
+			}
+		}
+	}
+	return out
+}
+
+func parseFaults(s, backend string) ([]string, error) {
+	if s == "" || s == "all" {
+		return defaultFaults(backend), nil
+	}
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		known := false
+		for _, k := range faultKinds {
+			if k.name == f {
+				known = true
+				if !contains(k.backends, backend) {
+					return nil, fmt.Errorf("fault %q does not apply to the %s backend (it applies to %s)", f, backend, strings.Join(k.backends, ", "))
+				}
+			}
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown fault %q; the kinds are %s", f, strings.Join(defaultFaults(backendEmbedded), ", ")+", "+strings.Join([]string{faultPartitionDB, faultPGRestart, faultClockSkew}, ", "))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// faultEvent is one fault in the nemesis log (faults.jsonl).
+type faultEvent struct {
+	Kind   string    `json:"kind"`
+	Node   int       `json:"node"` // -1: not one node's (PostgreSQL)
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	Detail string    `json:"detail,omitempty"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// nemesis injects one fault at a time, chosen at random among kinds, on a
+// node chosen at random: it applies it, holds it, heals it, waits, and
+// starts over until ctx ends.
+type nemesis struct {
+	c      *cluster
+	kinds  []string
+	every  time.Duration
+	rng    *rand.Rand
+	log    io.Writer
+	events *json.Encoder
+
+	mu     sync.Mutex
+	counts map[string]int
+	errs   map[string]int
+}
+
+func (nm *nemesis) run(ctx context.Context) {
+	for {
+		gap := nm.every/4 + time.Duration(nm.rng.Int64N(int64(nm.every/2)+1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(gap):
+		}
+		kind := nm.kinds[nm.rng.IntN(len(nm.kinds))]
+		n := nm.c.nodes[nm.rng.IntN(len(nm.c.nodes))]
+		hold := nm.every/4 + time.Duration(nm.rng.Int64N(int64(nm.every)+1))
+		if kind == faultDiskFull {
+			hold *= 3 // the store writes into space it holds already; it takes a while to need more
+		}
+		ev := faultEvent{Kind: kind, Node: n.i, Start: time.Now()}
+		heal, detail, err := nm.apply(kind, n, hold)
+		ev.Detail = detail
+		if err == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(hold):
+			}
+			if heal != nil {
+				err = heal()
+			}
+		}
+		ev.End = time.Now()
+		if kind == faultPGRestart {
+			ev.Node = -1
+		}
+		if err != nil {
+			ev.Error = err.Error()
+		}
+		nm.mu.Lock()
+		nm.counts[kind]++
+		if err != nil {
+			nm.errs[kind]++
+		}
+		_ = nm.events.Encode(ev)
+		nm.mu.Unlock()
+		if err != nil {
+			fmt.Fprintf(nm.log, "nemesis: %s on node %d: %v\n", kind, n.i, err)
+		}
+	}
+}
+
+// apply injects one fault and returns how to heal it.
+func (nm *nemesis) apply(kind string, n *node, hold time.Duration) (heal func() error, detail string, err error) {
+	switch kind {
+	case faultKill:
+		return nil, fmt.Sprintf("down %v", hold.Round(time.Millisecond)), n.kill(hold)
+	case faultPause:
+		if err := n.signal(syscall.SIGSTOP); err != nil {
+			return nil, "", err
+		}
+		return func() error { return n.signal(syscall.SIGCONT) }, "", nil
+	case faultPartitionCl:
+		return nm.nft(n, "sepp_clients", fmt.Sprintf("tcp dport %d drop", nodePort), fmt.Sprintf("tcp sport %d drop", nodePort))
+	case faultPartitionDB:
+		return nm.nft(n, "sepp_db", "tcp sport 5432 drop", "tcp dport 5432 drop")
+	case faultLoss:
+		return nm.nft(n, "sepp_loss", "numgen random mod 100 < 30 drop", "numgen random mod 100 < 30 drop")
+	case faultPGRestart:
+		out, err := exec.Command("sh", "-c", nm.c.opts.pgRestart).CombinedOutput()
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %w: %s", nm.c.opts.pgRestart, err, strings.TrimSpace(string(out)))
+		}
+		return nil, "", nil
+	case faultClockSkew:
+		ms := (2000 + nm.rng.Int64N(18000)) * int64(1-2*nm.rng.IntN(2))
+		if err := writeClock(n, ms); err != nil {
+			return nil, "", err
+		}
+		return func() error { return writeClock(n, 0) }, fmt.Sprintf("offset %+d ms", ms), nil
+	case faultDiskFull:
+		path := filepath.Join(n.mount, "filler")
+		size, err := fill(path)
+		if err != nil {
+			return nil, "", err
+		}
+		return func() error { return os.Remove(path) }, fmt.Sprintf("filled with %d MiB", size>>20), nil
+	}
+	return nil, "", fmt.Errorf("unknown fault %q", kind)
+}
+
+// nft adds a table to n's namespace that drops what the input and output
+// rules match; healing deletes the table.
+func (nm *nemesis) nft(n *node, table, in, out string) (func() error, string, error) {
+	rules := fmt.Sprintf(`table inet %[1]s {
+  chain in { type filter hook input priority 0; policy accept; %[2]s; }
+  chain out { type filter hook output priority 0; policy accept; %[3]s; }
+}
+`, table, in, out)
+	cmd := exec.Command("ip", "netns", "exec", n.ns, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(rules)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return nil, "", fmt.Errorf("nft: %w: %s", err, strings.TrimSpace(string(b)))
+	}
+	return func() error { return runIn(n.ns, "nft", "delete", "table", "inet", table) }, in + " / " + out, nil
+}
+
+func writeClock(n *node, ms int64) error {
+	tmp := n.clock + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(ms, 10)+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, n.clock)
+}
+
+// fill writes path until its file system is full and returns its size.
+func fill(path string) (int64, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	var size int64
+	for {
+		n, err := f.Write(buf)
+		size += int64(n)
+		if errors.Is(err, syscall.ENOSPC) {
+			return size, nil
+		}
+		if err != nil {
+			return size, err
+		}
+	}
+}
+
+// healAll ends every fault the nemesis may have left (it stops between
+// faults, but a kill's node may still be down).
+func (c *cluster) healAll() {
+	for _, n := range c.nodes {
+		_ = n.signal(syscall.SIGCONT)
+		n.mu.Lock()
+		n.downTill = time.Time{}
+		n.mu.Unlock()
+		for _, t := range []string{"sepp_clients", "sepp_db", "sepp_loss"} {
+			_ = runIn(n.ns, "nft", "delete", "table", "inet", t)
+		}
+		_ = writeClock(n, 0)
+		if n.mount != "" {
+			_ = os.Remove(filepath.Join(n.mount, "filler"))
+		}
+	}
+}
+
+func (nm *nemesis) summary() (counts, errs map[string]int) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	counts, errs = map[string]int{}, map[string]int{}
+	for k, v := range nm.counts {
+		counts[k] = v
+	}
+	for k, v := range nm.errs {
+		errs[k] = v
+	}
+	return counts, errs
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/test/faults/history"
+)
+
+// keySet is every (queue, key) the producers enqueued and every effect key
+// the handlers claimed: what the state section looks up at the end.
+type keySet struct {
+	mu      sync.Mutex
+	keys    map[[2]string]bool
+	effects map[string]bool
+}
+
+func newKeySet() *keySet {
+	return &keySet{keys: map[[2]string]bool{}, effects: map[string]bool{}}
+}
+
+func (s *keySet) add(queue, key string) {
+	s.mu.Lock()
+	s.keys[[2]string{queue, key}] = true
+	s.mu.Unlock()
+}
+
+func (s *keySet) addEffect(key string) {
+	s.mu.Lock()
+	s.effects[key] = true
+	s.mu.Unlock()
+}
+
+// unsettled counts the jobs still to run (scheduled, available, reserved).
+func unsettled(ctx context.Context, n nodeConn) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	res, err := n.admin.ListQueues(ctx, &seppv1.ListQueuesRequest{})
+	if err != nil {
+		return 0, err
+	}
+	var left int64
+	for _, q := range res.GetQueues() {
+		left += q.GetScheduled() + q.GetAvailable() + q.GetReserved()
+	}
+	return left, nil
+}
+
+// retry runs call until it succeeds or ctx ends: the state is read after the
+// faults are healed, but a node may still be starting.
+func retry(ctx context.Context, call func(ctx context.Context) error) error {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := call(cctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// readState reads back from the store, through node n, every job, the dedup
+// record of every key the run used and every effect it claimed.
+func readState(ctx context.Context, n nodeConn, seen *keySet) (history.State, error) {
+	st := history.State{ReadAt: history.At(time.Now()), Jobs: []history.Job{}, Dedup: []history.DedupRecord{}, Effects: []history.Effect{}}
+	for _, q := range campaignQueues {
+		p := q
+		if p.DedupWindowMS == 0 {
+			p.DedupWindowMS = defaultWindowMS
+		}
+		if p.OnDuplicate == "" {
+			p.OnDuplicate = "return_original"
+		}
+		st.Queues = append(st.Queues, p)
+		token := ""
+		for {
+			var res *seppv1.ListJobsResponse
+			err := retry(ctx, func(ctx context.Context) error {
+				var err error
+				res, err = n.admin.ListJobs(ctx, &seppv1.ListJobsRequest{Queue: q.Queue, PageSize: 1000, PageToken: token})
+				return err
+			})
+			if err != nil {
+				return st, fmt.Errorf("list jobs of %s: %w", q.Queue, err)
+			}
+			for _, j := range res.GetJobs() {
+				st.Jobs = append(st.Jobs, history.Job{ID: j.GetJobId(), Queue: j.GetQueue(), Key: j.GetIdempotencyKey(),
+					JobType: j.GetJobType(), State: stateName(j.GetState()), Attempts: int(j.GetAttempts()),
+					Result: string(j.GetResult()), CreatedAt: history.At(j.GetCreatedAt().AsTime())})
+			}
+			token = res.GetNextPageToken()
+			if token == "" {
+				break
+			}
+		}
+	}
+	seen.mu.Lock()
+	keys := make([][2]string, 0, len(seen.keys))
+	for k := range seen.keys {
+		keys = append(keys, k)
+	}
+	effects := make([]string, 0, len(seen.effects))
+	for k := range seen.effects {
+		effects = append(effects, k)
+	}
+	seen.mu.Unlock()
+
+	var mu sync.Mutex
+	var firstErr error
+	parallel(len(keys), func(i int) {
+		var res *seppv1.LookupIdempotencyKeyResponse
+		err := retry(ctx, func(ctx context.Context) error {
+			var err error
+			res, err = n.jobs.LookupIdempotencyKey(ctx, &seppv1.LookupIdempotencyKeyRequest{Queue: keys[i][0], IdempotencyKey: keys[i][1]})
+			return err
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			firstErr = err
+			return
+		}
+		if res.GetFound() {
+			st.Dedup = append(st.Dedup, history.DedupRecord{Queue: keys[i][0], Key: keys[i][1], JobID: res.GetJobId(),
+				ExpiresAt: history.At(res.GetExpiresAt().AsTime())})
+		}
+	})
+	parallel(len(effects), func(i int) {
+		var res *seppv1.GetEffectResponse
+		err := retry(ctx, func(ctx context.Context) error {
+			var err error
+			res, err = n.effects.GetEffect(ctx, &seppv1.GetEffectRequest{Scope: effectScope, Key: effects[i]})
+			return err
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			firstErr = err
+			return
+		}
+		if res.GetFound() {
+			st.Effects = append(st.Effects, history.Effect{Scope: effectScope, Key: effects[i],
+				State: strings.ToLower(strings.TrimPrefix(res.GetState().String(), "CLAIM_OUTCOME_")), Result: string(res.GetResult())})
+		}
+	})
+	return st, firstErr
+}
+
+// defaultWindowMS is the dedup window of a queue that sets none (24 h).
+const defaultWindowMS = 86400000
+
+func stateName(s seppv1.JobState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "JOB_STATE_"))
+}
+
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The fault campaign as CI runs it (see docs/reliability.md): a short
+# campaign on the embedded store and one on three PostgreSQL nodes, each with
+# a fixed seed and a fault every few seconds, both of which must find no
+# violation; then a deliberately broken build (Complete acknowledged before it
+# is written), which the checker must catch.
+#
+#   sudo bash test/faults/ci.sh
+#
+# Needs root (network namespaces, nftables, a tmpfs mount) and a PostgreSQL
+# server it may restart (SEPP_TEST_POSTGRES_URL; pg_ctlcluster). Each run's
+# history, checker report, nemesis log and node logs stay in
+# $SEPP_FAULTS_OUT (default /tmp/sepp-faults-ci), and the summaries are
+# printed here.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+out="${SEPP_FAULTS_OUT:-/tmp/sepp-faults-ci}"
+duration="${SEPP_FAULTS_DURATION:-100s}"
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "test/faults/ci.sh: needs root (network namespaces, nftables, tmpfs)" >&2
+  exit 1
+fi
+need=()
+for pkg in nftables iproute2; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if ((${#need[@]})); then
+  echo "ci.sh: installing ${need[*]}"
+  for try in $(seq 1 30); do
+    if DEBIAN_FRONTEND=noninteractive apt-get install -y "${need[@]}"; then break; fi
+    # A fresh machine may have no package lists yet; another installer may
+    # hold the lock.
+    apt-get update -q || true
+    echo "ci.sh: apt-get install failed; retrying in 5 s ($try)"
+    sleep 5
+  done
+  for pkg in "${need[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || { echo "ci.sh: $pkg did not install" >&2; exit 1; }; done
+fi
+
+rm -rf "$out"
+mkdir -p "$out"
+go build -tags seppfaults -o "$out/sepp" ./cmd/sepp
+go build -o "$out/campaign" ./test/faults/campaign
+
+pg_up() {
+  for _ in $(seq 1 60); do pg_isready -h 127.0.0.1 -p 5432 -q && return 0; sleep 1; done
+  echo "PostgreSQL did not come back" >&2
+  return 1
+}
+
+echo "== fault campaign: embedded store, $duration"
+"$out/campaign" -backend embedded -duration "$duration" -seed 1 -fault-every 3s -out "$out/embedded" -sepp "$out/sepp"
+
+echo "== fault campaign: three nodes on PostgreSQL, $duration"
+status=0
+"$out/campaign" -backend postgres -nodes 3 -duration "$duration" -seed 1 -fault-every 3s -out "$out/postgres" -sepp "$out/sepp" || status=$?
+pg_up
+if [[ $status -ne 0 ]]; then exit "$status"; fi
+
+echo "== the deliberately broken build (ack-before-commit) must be caught"
+status=0
+"$out/campaign" -backend embedded -duration 40s -seed 1 -faults kill -fault-every 3s \
+  -broken ack-before-commit -out "$out/broken" -sepp "$out/sepp" >"$out/broken.log" 2>&1 || status=$?
+grep -v '^  - ' "$out/broken.log" | tail -n 25
+case $status in
+  1) echo "the checker caught the broken build, as it must" ;;
+  0) echo "FAIL: the checker found no violation in a build that acknowledges completions before writing them" >&2; exit 1 ;;
+  *) echo "FAIL: the broken-build campaign did not run (exit $status); see $out/broken.log" >&2; exit 1 ;;
+esac
+
+echo "== kept in $out:"
+ls -l "$out"/*/history.jsonl "$out"/*/summary.txt
