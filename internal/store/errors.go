@@ -47,6 +47,22 @@ var ErrEffectNotFound = errors.New("effect not found")
 // operation's outcome is unknown, and a keyed retry is safe.
 var ErrUnavailable = errors.New("database unavailable")
 
+// ErrStaleEnqueue: a keyed enqueue reached the store after a sweep had
+// deleted dedup records up to a time at or after the enqueue's Now, so the
+// records it would have been judged against may be gone; it created nothing.
+// errors.Is(err, ErrUnavailable) holds for it: a retry, which reads the
+// clock again, is safe with the same key.
+var ErrStaleEnqueue error = staleEnqueue{}
+
+type staleEnqueue struct{}
+
+func (staleEnqueue) Error() string {
+	return "the request waited until after the sweep had passed its time; retry it with the same idempotency key"
+}
+
+// Is makes errors.Is(err, ErrUnavailable) hold.
+func (staleEnqueue) Is(target error) bool { return target == ErrUnavailable }
+
 // ErrSchemaTooNew: the stored data was written by a newer sepp, whose
 // schema this binary does not know; Open refuses it.
 var ErrSchemaTooNew = errors.New("schema newer than this binary")

@@ -98,7 +98,9 @@ func (s *Store) replaceHits(t *tx, g *storerule.Group, op *enqueueOp) error {
 // applyEnqueues decides every job of the given enqueue ops against the
 // stored dedup records and each other, in submission order
 // (storerule.Group), then writes the new jobs, their index entries and the
-// records. An atomic op that fails contributes nothing.
+// records. An atomic op that fails contributes nothing, and neither does an
+// op older than the dedup horizon (storerule.Stale): a sweep this writer
+// applied before it may have deleted a record it would have found.
 func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 	g := storerule.NewGroup()
 	stored := map[storerule.Key]*dedupRecord{}
@@ -124,6 +126,12 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 	}
 	for _, wop := range ops {
 		op := wop.enqueue
+		if storerule.ReadsRecords(op.jobs) {
+			if err := storerule.Stale(op.now, t.horizon); err != nil {
+				wop.err = err
+				continue
+			}
+		}
 		if err := g.Decide(op.atomic, op.now, op.jobs, op.results); err != nil {
 			wop.err = err
 		}

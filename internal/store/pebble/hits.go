@@ -31,7 +31,11 @@ type pendingHit struct {
 // enqueueHits decides op outside the writer when every job of it may be a
 // hit (each key is keyed and in the filter), by reading the stored records.
 // It returns false, having changed nothing, when any job would create or
-// replace a record: the writer decides those.
+// replace a record: the writer decides those, and refuses them when they are
+// older than the dedup horizon (storerule.Stale). A hit needs no such check,
+// whatever op.now: it creates nothing, and answers with records that are
+// stored and live at op.now, so no sweep can have deleted what it judged by
+// (the writer refuses a stale op even then, as it checks before deciding).
 func (s *Store) enqueueHits(ctx context.Context, op *enqueueOp) (bool, error) {
 	f := s.filter.Load()
 	for i := range op.jobs {

@@ -166,10 +166,16 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 	return res, nil
 }
 
+// sweepDedup deletes up to limit dedup records that expired at or before
+// the cut of a sweep at now (storerule.SweepCut), after raising the group's
+// dedup horizon to the cut: an enqueue the writer applies after this sweep,
+// in this group or a later one, then sees the cut.
 func sweepDedup(t *tx, now int64, limit int) (int, error) {
+	cut := storerule.SweepCut(now)
+	t.horizon = max(t.horizon, cut)
 	prefix := []byte{kindDedupExp}
 	n := 0
-	err := t.walk(prefix, upTo(prefix, now), true, func(k, _ []byte) (bool, error) {
+	err := t.walk(prefix, upTo(prefix, cut), true, func(k, _ []byte) (bool, error) {
 		if n == limit {
 			return false, nil
 		}
@@ -183,7 +189,7 @@ func sweepDedup(t *tx, now int64, limit int) (int, error) {
 		}
 		// The expiry entry of a record that was replaced or released is
 		// deleted with it; check anyway, and delete only what expired.
-		if d != nil && !d.Live(now) {
+		if d != nil && !d.Live(cut) {
 			if err := t.del(dedupKey(queue, key)); err != nil {
 				return false, err
 			}

@@ -85,6 +85,13 @@ type Store struct {
 	closeOnce sync.Once
 
 	cursors cursors // writer-only
+	// horizon is the dedup horizon (storerule.SweepCut): the latest cut a
+	// committed sweep deleted dedup records up to. Writer-only, and kept in
+	// memory alone: after a restart no request from before it is still in
+	// flight, and a new request's Now is past every cut a sweep made before
+	// the restart (a sweep's cut is a minute before its Now), given a clock
+	// that does not go back; so it starts at zero.
+	horizon int64
 	// filter is replaced by the writer only; nil: every dedup lookup reads.
 	filter atomic.Pointer[keyFilter]
 	// pending holds the hit counts that enqueueHits answered and the

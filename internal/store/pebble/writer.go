@@ -254,7 +254,7 @@ func (s *Store) failure() error {
 // without waiting for the sync. It returns the group in flight, or the
 // first storage error (after dropping the batch).
 func (s *Store) runGroup(ops []*writeOp) (inflight, error) {
-	t := &tx{s: s, b: s.db.NewIndexedBatch(), raised: map[string][]byte{}}
+	t := &tx{s: s, b: s.db.NewIndexedBatch(), raised: map[string][]byte{}, horizon: s.horizon}
 	keep := false
 	defer func() {
 		if !keep {
@@ -322,6 +322,7 @@ func (s *Store) runGroup(ops []*writeOp) (inflight, error) {
 	for prefix, k := range t.raised {
 		s.cursors[prefix] = k
 	}
+	s.horizon = t.horizon
 	return f, nil
 }
 
@@ -356,6 +357,10 @@ type tx struct {
 	// released counts, by queue, the dedup records releaseKey deleted in
 	// the batch; nil until it deletes one.
 	released map[string]int
+	// horizon is the dedup horizon as this group's operations see it: the
+	// store's, raised by a sweep of the group; it becomes the store's once
+	// the group is applied.
+	horizon int64
 }
 
 func (t *tx) set(key, value []byte) error { return t.b.Set(key, value, nil) }

@@ -63,6 +63,7 @@ func Run(t *testing.T, open Opener) {
 		{"LookupAfterJobDeleted", testLookupAfterJobDeleted},
 		{"ReleaseFreesKey", testReleaseFreesKey},
 		{"SweepBoundedBatches", testSweepBoundedBatches},
+		{"SweepHorizon", testSweepHorizon},
 		{"ConcurrentSameKey", testConcurrentSameKey},
 		{"ConcurrentAtomicFailuresLeaveNoTrace", testConcurrentAtomicFailuresLeaveNoTrace},
 		{"ReserveOrder", testReserveOrder},
