@@ -22,7 +22,9 @@ type Store interface {
 	// EnqueueBatch enqueues jobs with deduplication. It returns one result per
 	// job, in order. With Atomic set, either every job is written (dedup hits
 	// count as success) or nothing is, and the error is a *JobError naming the
-	// first job that failed.
+	// first job that failed. A batch with a key or a rule key whose Now is at
+	// or before the dedup horizon a sweep raised fails whole, atomic or not,
+	// with ErrStaleEnqueue (storerule.Stale).
 	EnqueueBatch(ctx context.Context, params *EnqueueBatchParams) ([]EnqueueResult, error)
 
 	// GetJob reads one job. It returns ErrJobNotFound for unknown ids.
@@ -40,9 +42,10 @@ type Store interface {
 	// returns it. It never touches the job.
 	ReleaseDedup(ctx context.Context, params *ReleaseDedupParams) (*DedupRecord, error)
 
-	// Sweep deletes expired dedup records and jobs past their retention, at most
-	// params.Limit rows of each kind per call, oldest first, and releases
-	// expired leases.
+	// Sweep deletes dedup records that expired storerule.DedupSweepGrace or
+	// more before params.Now (raising the dedup horizon to that time first)
+	// and jobs past their retention, at most params.Limit rows of each kind
+	// per call, oldest first, and releases expired leases.
 	Sweep(ctx context.Context, params *SweepParams) (*SweepResult, error)
 
 	// Worker is the delivery side: reserve, complete, fail, extend.

@@ -75,6 +75,8 @@ func scanJob(row pgx.Row) (*store.Job, error) {
 // INSERT ... ON CONFLICT (which waits for a concurrent claim of the same key
 // on any node and then sees it, so exactly one job is created per live key);
 // the jobs whose key was live read the record; the new jobs are copied in.
+// Round 1 also reads the dedup horizon, after the claims, and a batch older
+// than it fails whole (storerule.Stale).
 func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) ([]store.EnqueueResult, error) {
 	now := micros(p.Now)
 	jobs, err := storerule.PrepareBatch(p.Jobs, now)
@@ -115,6 +117,24 @@ const claimKeySQL = `INSERT INTO sepp_dedup (queue, key, job_id, first_enqueued_
    expires_at = EXCLUDED.expires_at, fingerprint = EXCLUDED.fingerprint, hits = 0
  WHERE sepp_dedup.expires_at <= $4
  RETURNING job_id`
+
+// horizonSQL reads the dedup horizon (storerule.Stale). It goes in the
+// pipelined batch of an enqueue's claims, after them, with no lock: under
+// READ COMMITTED it reads a snapshot taken after every claim ran, so if a
+// sweep deleted a record a claim would have found, the read sees the
+// horizon that sweep raised in the same transaction. A lock would serialize
+// enqueues.
+const horizonSQL = `SELECT horizon FROM sepp_dedup_horizon`
+
+// readHorizon reads the result of horizonSQL from br and judges an enqueue
+// at now by it.
+func readHorizon(br pgx.BatchResults, now int64) error {
+	var horizon int64
+	if err := br.QueryRow().Scan(&horizon); err != nil {
+		return err
+	}
+	return storerule.Stale(now, horizon)
+}
 
 // enqueueInTx decides with the rules of storerule: the claim (round 1) is
 // where a record at or past its expiry counts as absent; a live record is
@@ -193,6 +213,9 @@ func enqueuePass(ctx context.Context, tx pgx.Tx, atomic, savepoint bool, now int
 		pj := &jobs[i]
 		claims.Queue(claimKeySQL, pj.Queue, []byte(pj.Key), pgID(pj.ID), now, now+pj.Window, pj.Fingerprint[:])
 	}
+	if len(order) > 0 {
+		claims.Queue(horizonSQL)
+	}
 	live := make([]bool, len(jobs))           // the key was live: a hit or a conflict
 	liveJob := make([]store.JobID, len(jobs)) // the job its record names
 	if claims.Len() > 0 {
@@ -210,6 +233,12 @@ func enqueuePass(ctx context.Context, tx pgx.Tx, atomic, savepoint bool, now int
 			case errors.Is(err, pgx.ErrNoRows):
 				live[i] = true
 			case err != nil:
+				br.Close()
+				return nil, err
+			}
+		}
+		if len(order) > 0 {
+			if err := readHorizon(br, now); err != nil {
 				br.Close()
 				return nil, err
 			}
@@ -429,6 +458,9 @@ func claimRules(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []s
 	if b.Len() == 0 {
 		return violated, holder, nil
 	}
+	// The rule claims come after round 1: they need a horizon read of their
+	// own, after them.
+	b.Queue(horizonSQL)
 	// A refused claim reads the record that holds the rule key, in the same
 	// batch.
 	br := tx.SendBatch(ctx, b)
@@ -442,6 +474,10 @@ func claimRules(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []s
 			br.Close()
 			return nil, nil, err
 		}
+	}
+	if err := readHorizon(br, now); err != nil {
+		br.Close()
+		return nil, nil, err
 	}
 	if err := br.Close(); err != nil {
 		return nil, nil, err
@@ -612,8 +648,15 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 			return err
 		}
 		res.LeasesExpired, freed = int(n), f
+		// Dedup records up to the cut, with the horizon raised to it in the
+		// same transaction, so no enqueue sees the deletions without the
+		// horizon (storerule.SweepCut). The horizon row is locked last,
+		// for the commit alone: the sweeps of several nodes queue on it only
+		// there, and hold nothing an enqueue waits for, since enqueues read
+		// it without a lock.
+		cut := storerule.SweepCut(now)
 		t, err := tx.Exec(ctx, `DELETE FROM sepp_dedup WHERE (queue, key) IN
- (SELECT queue, key FROM sepp_dedup WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, now, p.Limit)
+ (SELECT queue, key FROM sepp_dedup WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`, cut, p.Limit)
 		if err != nil {
 			return err
 		}
@@ -638,7 +681,8 @@ func (s *Store) Sweep(ctx context.Context, p *store.SweepParams) (*store.SweepRe
 			budget -= t.RowsAffected()
 			res.Jobs += int(t.RowsAffected())
 		}
-		return nil
+		_, err = tx.Exec(ctx, `UPDATE sepp_dedup_horizon SET horizon = GREATEST(horizon, $1) WHERE id = 1`, cut)
+		return err
 	})
 	if err != nil {
 		return nil, translate(ctx, err)
