@@ -126,6 +126,9 @@ func toAPIError(err error) *apiError {
 			re.Rule, formatJobID(re.JobID), frees)
 		e.metadata = map[string]string{"rule": re.Rule, "job_id": formatJobID(re.JobID), "frees_at": frees}
 		return e
+	case errors.Is(err, store.ErrStaleEnqueue):
+		return newError(connect.CodeUnavailable, ReasonUnavailable,
+			"the request waited (on the database or the store's writer) until after the sweeper had passed the time it arrived at, and may have deleted a record it would have been judged by, so nothing was written; retry it with the same idempotency key")
 	case errors.Is(err, store.ErrUnavailable):
 		return newError(connect.CodeUnavailable, ReasonUnavailable,
 			"the database is unreachable or restarting; retry (a keyed enqueue is safe to resend with the same key)")

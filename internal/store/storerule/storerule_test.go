@@ -318,3 +318,34 @@ func TestRepeatedFail(t *testing.T) {
 		}
 	}
 }
+
+func TestSweepHorizon(t *testing.T) {
+	sweep := t0.UnixMicro()
+	cut := SweepCut(sweep)
+	if want := t0.Add(-DedupSweepGrace).UnixMicro(); cut != want {
+		t.Fatalf("SweepCut(t0) = %d, want %d (t0 - DedupSweepGrace)", cut, want)
+	}
+	tests := []struct {
+		name  string
+		now   int64
+		stale bool
+	}{
+		{"before the horizon", cut - 1, true},
+		{"at the horizon", cut, true},
+		{"just after the horizon", cut + 1, false},
+		{"a request as old as the grace less a microsecond", sweep - DedupSweepGrace.Microseconds() + 1, false},
+		{"a request from the sweep's own time", sweep, false},
+	}
+	for _, tt := range tests {
+		err := Stale(tt.now, cut)
+		if got := err != nil; got != tt.stale {
+			t.Errorf("%s: Stale = %v, want stale %v", tt.name, err, tt.stale)
+		}
+		if err != nil && (!errors.Is(err, store.ErrStaleEnqueue) || !errors.Is(err, store.ErrUnavailable)) {
+			t.Errorf("%s: %v is not ErrStaleEnqueue and ErrUnavailable", tt.name, err)
+		}
+	}
+	if ReadsRecords([]Job{{}}) || !ReadsRecords([]Job{{}, {Keyed: true}}) || !ReadsRecords([]Job{{Rules: []Rule{{Name: "r"}}}}) {
+		t.Error("ReadsRecords: only a keyed job or a job under a rule reads dedup records")
+	}
+}
