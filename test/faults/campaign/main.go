@@ -412,8 +412,11 @@ func summarize(o *options, rep history.Report, counts, errs map[string]int, cl *
 	}
 	for _, n := range cl.nodes {
 		n.mu.Lock()
-		fmt.Fprintf(&b, "node %d: started %d times\n", n.i, n.starts)
+		starts := n.starts
 		n.mu.Unlock()
+		log, _ := os.ReadFile(filepath.Join(n.dir, "sepp.log"))
+		fmt.Fprintf(&b, "node %d: started %d times; the store stopped itself %d times (a write it could not make durable); %d recoveries reported damage\n",
+			n.i, starts, strings.Count(string(log), `"msg":"the store stopped; shutting down"`), strings.Count(string(log), `"msg":"store recovered with damage`))
 	}
 	fmt.Fprintf(&b, "history: %s\n", filepath.Join(o.out, "history.jsonl"))
 	b.WriteString(rep.String())

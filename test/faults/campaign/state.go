@@ -91,7 +91,8 @@ func readState(ctx context.Context, n nodeConn, seen *keySet) (history.State, er
 			for _, j := range res.GetJobs() {
 				st.Jobs = append(st.Jobs, history.Job{ID: j.GetJobId(), Queue: j.GetQueue(), Key: j.GetIdempotencyKey(),
 					JobType: j.GetJobType(), State: stateName(j.GetState()), Attempts: int(j.GetAttempts()),
-					Result: string(j.GetResult()), CreatedAt: history.At(j.GetCreatedAt().AsTime())})
+					Result: string(j.GetResult()), CreatedAt: history.At(j.GetCreatedAt().AsTime()),
+					RuleKey: ruleKeyOf(j.GetQueue(), j.GetIdempotencyKey())})
 			}
 			token = res.GetNextPageToken()
 			if token == "" {

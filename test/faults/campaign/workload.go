@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -27,12 +28,18 @@ var campaignQueues = []history.QueuePolicy{
 	{Queue: "digest", OnDuplicate: "replace"},        // a hit replaces the payload of a job not yet taken
 	{Queue: "ticks", DedupWindowMS: tickWindowMS},    // windows that end during the run
 	{Queue: "plain", OnDuplicate: "return_original"}, // unkeyed jobs
+	// A uniqueness rule: one job per account within the rule's window,
+	// whatever its idempotency key.
+	{Queue: "payments", RuleWindowMS: ruleWindowMS},
 }
 
 const (
 	// The window of the "ticks" queue: short, so keys are created again
 	// after it ends while faults go on.
 	tickWindowMS = 3000
+	// The window of the rule of the "payments" queue, and its accounts.
+	ruleWindowMS = 3000
+	accounts     = 20
 	// Every queue's lease: short, so paused and partitioned workers lose
 	// theirs and jobs are delivered again.
 	leaseMS = 2000
@@ -42,7 +49,7 @@ const (
 
 // The window the history's state section reports for a queue whose config
 // leaves the default (24 h): longer than any run, so taken as unbounded.
-var keyedQueues = []string{"orders", "mail", "digest", "ticks"}
+var keyedQueues = []string{"orders", "mail", "digest", "ticks", "payments"}
 
 // client is one client process of the history: it runs one operation at a
 // time against one node, and moves to the next node after an operation of
@@ -147,10 +154,30 @@ func errorMeta(err error, key string) string {
 // payloadFor is the payload of an enqueue: fixed per (queue, key) except on
 // the replace queue, where every request brings new content.
 func (c *client) payloadFor(queue, key string) []byte {
+	if queue == "payments" {
+		return []byte(fmt.Sprintf(`{"account":%q,"key":%q}`, accountOf(key), key))
+	}
 	if queue == "digest" {
 		return []byte(fmt.Sprintf(`{"key":%q,"from":"p%d-%d"}`, key, c.id, c.seq+1))
 	}
 	return []byte(fmt.Sprintf(`{"queue":%q,"key":%q}`, queue, key))
+}
+
+// accountOf is the account a payment key pays from: fixed per key, so a
+// retry is the same payment, and shared by many keys, so the rule refuses.
+func accountOf(key string) string {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return "acc-" + strconv.Itoa(int(h.Sum32()%accounts))
+}
+
+// ruleKeyOf is the rule key a job of queue with key has in the history (the
+// account; the server derives its own form of it from the payload).
+func ruleKeyOf(queue, key string) string {
+	if queue != "payments" {
+		return ""
+	}
+	return accountOf(key)
 }
 
 func (c *client) pickKey(queue string) string {
@@ -178,7 +205,7 @@ func (c *client) enqueueKeyed(stop <-chan struct{}) {
 	payload := c.payloadFor(queue, key)
 	c.seen.add(queue, key)
 	for try := 0; try < 8; try++ {
-		r := c.record(history.Record{Op: history.OpEnqueue, Queue: queue, Key: key, JobType: "work", Payload: history.Fingerprint(payload)},
+		r := c.record(history.Record{Op: history.OpEnqueue, Queue: queue, Key: key, JobType: "work", Payload: history.Fingerprint(payload), RuleKey: ruleKeyOf(queue, key)},
 			func(ctx context.Context, n nodeConn, r *history.Record) error {
 				res, err := n.jobs.Enqueue(ctx, enqueueRequest(queue, key, payload))
 				if err == nil {
@@ -228,7 +255,7 @@ func (c *client) enqueueBatch(stop <-chan struct{}) {
 		payload := c.payloadFor(queue, key)
 		c.seen.add(queue, key)
 		req.Jobs = append(req.Jobs, enqueueRequest(queue, key, payload))
-		items[i] = history.Item{Queue: queue, Key: key, JobType: "work", Payload: history.Fingerprint(payload)}
+		items[i] = history.Item{Queue: queue, Key: key, JobType: "work", Payload: history.Fingerprint(payload), RuleKey: ruleKeyOf(queue, key)}
 	}
 	for try := 0; try < 8; try++ {
 		rec := history.Record{Op: history.OpEnqueueBatch, Atomic: atomicBatch, Items: append([]history.Item(nil), items...)}

@@ -47,6 +47,9 @@ const (
 	KindDedupBeforeCreate Kind = "dedup hit on a job not yet created"
 	// An atomic batch was acknowledged with some of its items failed.
 	KindAtomicBatchPartial Kind = "atomic batch partial"
+	// Two jobs of a queue with a uniqueness rule, with one rule key, were
+	// created within the rule's window.
+	KindRuleViolated Kind = "rule violated"
 	// A record the checker cannot use (an ok enqueue without a job id, an
 	// unknown op or outcome, an end before its start).
 	KindMalformed Kind = "malformed record"
@@ -56,7 +59,7 @@ const (
 var Kinds = []Kind{KindAckedJobMissing, KindDedupMismatch, KindDuplicateAccepted, KindDuplicateJob,
 	KindPhantomJob, KindCompletionLost, KindCompletedTwice, KindJobLost, KindEffectRanTwice,
 	KindEffectReacquired, KindEffectResultMissing, KindEffectResultMismatch, KindDedupBeforeCreate,
-	KindAtomicBatchPartial, KindMalformed}
+	KindAtomicBatchPartial, KindRuleViolated, KindMalformed}
 
 // The warnings: reported, not violations.
 const (
@@ -177,6 +180,7 @@ func (r Report) String() string {
 type enq struct {
 	ref           OpRef
 	queue, key    string
+	ruleKey       string
 	start, end    time.Time
 	outcome       Outcome
 	reason, jobID string
@@ -236,6 +240,7 @@ func Check(h *History) Report {
 	c.checkFinalJobs()
 	c.checkCompletions()
 	c.checkEffects()
+	c.checkRules()
 	return rep
 }
 
@@ -294,12 +299,12 @@ func (c *checker) flatten() {
 		}
 		switch r.Op {
 		case OpEnqueue:
-			c.addEnq(&enq{ref: ref, queue: r.Queue, key: r.Key, start: r.Start.Time, end: r.End.Time,
+			c.addEnq(&enq{ref: ref, queue: r.Queue, key: r.Key, ruleKey: r.RuleKey, start: r.Start.Time, end: r.End.Time,
 				outcome: r.Outcome, reason: r.Reason, jobID: r.JobID, dedup: r.Deduplicated})
 		case OpEnqueueBatch:
 			failed := 0
 			for j, it := range r.Items {
-				e := &enq{ref: ref, queue: it.Queue, key: it.Key, start: r.Start.Time, end: r.End.Time,
+				e := &enq{ref: ref, queue: it.Queue, key: it.Key, ruleKey: it.RuleKey, start: r.Start.Time, end: r.End.Time,
 					outcome: r.Outcome, reason: r.Reason}
 				e.ref.Item = j + 1
 				if e.queue == "" {
@@ -794,6 +799,74 @@ func (c *checker) checkEffects() {
 		if s == nil || lower(s.State) != "completed" {
 			missing[k] = true
 			c.violate(KindEffectResultMissing, fmt.Sprintf("effect %s/%q was claimed by job %s, which completed ok, but the final state has no stored result for it", k.scope, k.key, r.JobID), c.refs[i])
+		}
+	}
+}
+
+// checkRules checks each queue's uniqueness rule: no two jobs with one rule
+// key created within the rule's window, by the acks that created them (each
+// created within its call) and by the final state's created_at.
+func (c *checker) checkRules() {
+	window := func(queue string) time.Duration {
+		return time.Duration(c.policies[queue].RuleWindowMS) * time.Millisecond
+	}
+	created := map[qk][]*enq{}
+	var order []qk
+	seen := map[string]bool{}
+	for _, e := range c.enqs {
+		if e.outcome != OK || e.dedup || e.ruleKey == "" || e.jobID == "" || seen[e.jobID] || window(e.queue) <= 0 {
+			continue
+		}
+		seen[e.jobID] = true
+		k := qk{e.queue, e.ruleKey}
+		if created[k] == nil {
+			order = append(order, k)
+		}
+		created[k] = append(created[k], e)
+	}
+	for _, k := range order {
+		es := created[k]
+		w := window(k.queue)
+		for a := range es {
+			for b := a + 1; b < len(es); b++ {
+				sa := span{lo: es[a].start, hi: es[a].end}
+				sb := span{lo: es[b].start, hi: es[b].end}
+				if !separable(sa, sb, w, true) {
+					c.violate(KindRuleViolated, fmt.Sprintf("%s: jobs %s and %s, both with rule key %q, were created within the rule's %v window", k.queue, es[a].jobID, es[b].jobID, k.key, w), es[a].ref, es[b].ref)
+				}
+			}
+		}
+	}
+	if c.h.State == nil {
+		return
+	}
+	byRule := map[qk][]*Job{}
+	order = order[:0]
+	for i := range c.h.State.Jobs {
+		j := &c.h.State.Jobs[i]
+		if j.RuleKey == "" || window(j.Queue) <= 0 || j.CreatedAt.IsZero() {
+			continue
+		}
+		k := qk{j.Queue, j.RuleKey}
+		if byRule[k] == nil {
+			order = append(order, k)
+		}
+		byRule[k] = append(byRule[k], j)
+	}
+	for _, k := range order {
+		js := byRule[k]
+		w := window(k.queue)
+		for a := range js {
+			for b := a + 1; b < len(js); b++ {
+				d := js[b].CreatedAt.Sub(js[a].CreatedAt.Time)
+				if d < 0 {
+					d = -d
+				}
+				if d < w && !(seen[js[a].ID] && seen[js[b].ID]) { // two acked creations are reported above
+					refs := append(c.refsNaming(js[a].ID), c.refsNaming(js[b].ID)...)
+					c.violate(KindRuleViolated, fmt.Sprintf("%s: the final state holds jobs %s and %s, both with rule key %q, created %v apart, within the rule's %v window", k.queue, js[a].ID, js[b].ID, k.key, d, w), refs...)
+				}
+			}
 		}
 	}
 }

@@ -57,6 +57,17 @@ func queue(name string, windowMS int64, onDup string) QueuePolicy {
 	return QueuePolicy{Queue: name, DedupWindowMS: windowMS, OnDuplicate: onDup, KeyReuse: "return_original"}
 }
 
+func ruled(r Record, ruleKey string) Record {
+	r.RuleKey = ruleKey
+	return r
+}
+
+func ruleQueue(name string, ruleWindowMS int64) QueuePolicy {
+	q := queue(name, 86400000, "return_original")
+	q.RuleWindowMS = ruleWindowMS
+	return q
+}
+
 func effect(scope, key, result string) Effect {
 	return Effect{Scope: scope, Key: key, State: "completed", Result: result}
 }
@@ -330,6 +341,14 @@ func violationCases() []violationCase {
 				Item{Queue: "q", Key: "x2", Outcome: Fail, Reason: "IDEMPOTENCY_KEY_CONFLICT"})},
 			State: &State{Jobs: []Job{job("J1", "q", "x1", "completed", 5)}, Queues: work},
 		}, []OpRef{ref(1, "b")}},
+		{KindRuleViolated, &History{
+			Ops: []Record{
+				ruled(enqueue(1, "a", "pay", "k1", 0, 10, OK, "J1", false), "acc-1"),
+				ruled(enqueue(2, "b", "pay", "k2", 500, 510, OK, "J2", false), "acc-1"),
+			},
+			State: &State{Jobs: []Job{job("J1", "pay", "k1", "completed", 5)}, Deleted: []string{"J2"},
+				Queues: []QueuePolicy{ruleQueue("pay", 3000)}},
+		}, []OpRef{ref(1, "a"), ref(2, "b")}},
 		{KindMalformed, &History{
 			Ops:   []Record{enqueue(1, "a", "q", "k", 0, 10, OK, "", false)},
 			State: &State{Queues: work},
@@ -490,4 +509,50 @@ func TestHitAtTheEndOfAWindowCreatedByAnUnknown(t *testing.T) {
 	if rep := Check(h); !rep.OK() {
 		t.Fatalf("want no violation:\n%s", rep)
 	}
+}
+
+// TestRules: jobs with one rule key created a whole window apart, or with
+// other rule keys, are fine, and so is a refusal; two created within the
+// window are caught by their acks, and by the final state when no ack
+// names them.
+func TestRules(t *testing.T) {
+	pay := []QueuePolicy{ruleQueue("pay", 3000)}
+	valid := &History{
+		Ops: []Record{
+			ruled(enqueue(1, "a", "pay", "k1", 0, 10, OK, "J1", false), "acc-1"),
+			ruled(enqueueFail(2, "b", "pay", "k2", 100, 110, "DEDUP_RULE_VIOLATED", ""), "acc-1"),
+			ruled(enqueue(3, "c", "pay", "k3", 200, 210, OK, "J3", false), "acc-2"),
+			ruled(enqueue(1, "d", "pay", "k1", 300, 310, OK, "J1", true), "acc-1"), // a hit: not judged by the rule
+			ruled(enqueue(2, "e", "pay", "k4", 3020, 3030, OK, "J4", false), "acc-1"),
+			ruled(enqueue(4, "f", "pay", "k5", 3100, 6000, Unknown, "", false), "acc-2"),
+		},
+		State: &State{Jobs: []Job{
+			withRule(job("J1", "pay", "k1", "completed", 5), "acc-1"),
+			withRule(job("J3", "pay", "k3", "completed", 205), "acc-2"),
+			withRule(job("J4", "pay", "k4", "completed", 3025), "acc-1"),
+			withRule(job("J5", "pay", "k5", "completed", 5900), "acc-2"),
+		}, Queues: pay},
+	}
+	if rep := Check(valid); !rep.OK() {
+		t.Fatalf("valid rule history:\n%s", rep)
+	}
+	unacked := &History{
+		Ops: []Record{
+			ruled(enqueue(1, "a", "pay", "k1", 0, 10, OK, "J1", false), "acc-1"),
+			ruled(enqueue(2, "b", "pay", "k2", 100, 4000, Unknown, "", false), "acc-1"),
+		},
+		State: &State{Jobs: []Job{
+			withRule(job("J1", "pay", "k1", "completed", 5), "acc-1"),
+			withRule(job("J2", "pay", "k2", "completed", 150), "acc-1"),
+		}, Queues: pay},
+	}
+	rep := Check(unacked)
+	if len(rep.Violations) != 1 || rep.Violations[0].Kind != KindRuleViolated {
+		t.Fatalf("two jobs of one rule key 145 ms apart in the final state: want one %q, got:\n%s", KindRuleViolated, rep)
+	}
+}
+
+func withRule(j Job, ruleKey string) Job {
+	j.RuleKey = ruleKey
+	return j
 }

@@ -54,14 +54,17 @@
 //     created nothing, one of unknown outcome may have created any of its
 //     items.
 //   - job_state: what a get_job or lookup answered.
+//   - rule_key: on a queue with a uniqueness rule ([[queues.rules]]), the
+//     rule key the payload gives (an item's too).
 //
 // The state section is one line {"state": {...}} (type State) the driver
 // writes after the run has settled: every job read back from the store
-// (jobs: id, queue, key, job_type, state, attempts, result, created_at),
+// (jobs: id, queue, key, job_type, state, attempts, result, created_at,
+// rule_key),
 // the jobs retention deleted (deleted: job ids), every dedup record (dedup:
 // queue, key, job_id, expires_at), every effect (effects: scope, key, state,
 // result) and the queue policies in force (queues: queue, dedup_window_ms,
-// on_duplicate, key_reuse). A queue the section does not list is taken as
+// on_duplicate, key_reuse, rule_window_ms). A queue the section does not list is taken as
 // on_duplicate = "return_original" with an unbounded window. A history
 // without a state section can be checked only for what the acks say among
 // themselves.
@@ -176,6 +179,7 @@ type Item struct {
 	JobID        string  `json:"job_id,omitempty"`
 	Deduplicated bool    `json:"deduplicated,omitempty"`
 	Replaced     bool    `json:"replaced,omitempty"`
+	RuleKey      string  `json:"rule_key,omitempty"`
 }
 
 // Record is one operation a client attempted.
@@ -191,6 +195,9 @@ type Record struct {
 	End     Time    `json:"end"`
 	Outcome Outcome `json:"outcome"`
 	Reason  string  `json:"reason,omitempty"`
+	// RuleKey is the key the queue's uniqueness rule ([[queues.rules]])
+	// derives from the payload; empty on a queue without a rule.
+	RuleKey string `json:"rule_key,omitempty"`
 
 	JobID        string `json:"job_id,omitempty"`
 	Deduplicated bool   `json:"deduplicated,omitempty"`
@@ -221,6 +228,7 @@ type Job struct {
 	Attempts  int    `json:"attempts"`
 	Result    string `json:"result,omitempty"`
 	CreatedAt Time   `json:"created_at"`
+	RuleKey   string `json:"rule_key,omitempty"`
 }
 
 // DedupRecord is a dedup record read back from the store.
@@ -245,6 +253,9 @@ type QueuePolicy struct {
 	DedupWindowMS int64  `json:"dedup_window_ms"` // 0: unbounded
 	OnDuplicate   string `json:"on_duplicate,omitempty"`
 	KeyReuse      string `json:"key_reuse,omitempty"`
+	// RuleWindowMS is the window of the queue's uniqueness rule; 0: the
+	// queue has none. (A history checks one rule per queue.)
+	RuleWindowMS int64 `json:"rule_window_ms,omitempty"`
 }
 
 // Window is the policy's dedup window; 0 means unbounded.
