@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
 	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
@@ -189,7 +190,8 @@ func TestSweeperRemovesExpiredRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv.Clock.Advance(time.Minute)
+	// A record is deleted DedupSweepGrace after its expiry.
+	srv.Clock.Advance(time.Minute + storerule.DedupSweepGrace)
 	res, err := srv.Sweep(context.Background())
 	if err != nil || res.DedupRecords != 2500 {
 		t.Fatalf("sweep: %+v %v; want 2500 records deleted (in batches of 1000)", res, err)
