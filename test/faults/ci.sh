@@ -70,5 +70,12 @@ case $status in
   *) echo "FAIL: the broken-build campaign did not run (exit $status); see $out/broken.log" >&2; exit 1 ;;
 esac
 
-echo "== kept in $out:"
-ls -l "$out"/*/history.jsonl "$out"/*/summary.txt
+echo "== kept in $out (history, checker report, nemesis log, node logs of each run):"
+for run in embedded postgres broken; do
+  h="$out/$run/history.jsonl"
+  echo "$run: $(wc -l <"$h") history lines, sha256 $(sha256sum "$h" | cut -c1-64), $h"
+done
+for run in embedded postgres; do
+  echo "-- the faults of the $run run ($out/$run/faults.jsonl):"
+  cat "$out/$run/faults.jsonl"
+done

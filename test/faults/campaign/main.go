@@ -27,11 +27,13 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,7 +85,11 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "campaign:", err)
 		return 2
 	}
-	rep, err := campaign(o, stdout)
+	// SIGINT or SIGTERM ends the campaign early, with the nodes stopped and
+	// the namespaces removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := campaign(ctx, o, stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, "campaign:", err)
 		return 2
@@ -184,11 +190,16 @@ func envOr(name, def string) string {
 }
 
 // campaign runs the whole campaign and returns the checker's report.
-func campaign(o *options, stdout io.Writer) (history.Report, error) {
+func campaign(parent context.Context, o *options, stdout io.Writer) (history.Report, error) {
 	var rep history.Report
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return rep, err
 	}
+	unlock, err := lockMachine()
+	if err != nil {
+		return rep, err
+	}
+	defer unlock()
 	logf, err := os.Create(filepath.Join(o.out, "campaign.log"))
 	if err != nil {
 		return rep, err
@@ -225,7 +236,7 @@ func campaign(o *options, stdout io.Writer) (history.Report, error) {
 			return rep, fmt.Errorf("sepp migrate: %w: %s", err, out)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(parent)
 	defer func() {
 		cancel()
 		cl.teardown()
@@ -281,6 +292,7 @@ func campaign(o *options, stdout io.Writer) (history.Report, error) {
 		}
 	}
 	nctx, stopNemesis := context.WithCancel(ctx)
+	defer stopNemesis()
 	var nwg sync.WaitGroup
 	if len(o.faults) > 0 {
 		nwg.Add(1)
@@ -297,6 +309,8 @@ wait:
 			say("%v: %d operations, faults %v", time.Since(started).Round(time.Second), ops.Load(), counts)
 		case <-deadline:
 			break wait
+		case <-ctx.Done():
+			return rep, fmt.Errorf("interrupted after %v; the history so far is in %s", time.Since(started).Round(time.Second), hf.Name())
 		}
 	}
 	progress.Stop()
@@ -346,6 +360,22 @@ wait:
 	}
 	fmt.Fprint(logw, summary)
 	return rep, nil
+}
+
+// machineLock is held by the campaign running on this machine: two would
+// share network namespace names, addresses and the database.
+const machineLock = "/run/sepp-faults.lock"
+
+func lockMachine() (unlock func(), err error) {
+	f, err := os.OpenFile(machineLock, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("the campaign's machine lock %s: %w (the campaign needs root)", machineLock, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another fault campaign runs on this machine (it holds %s): two would share network namespaces, addresses and the database; wait until it ends", machineLock)
+	}
+	return func() { f.Close() }, nil
 }
 
 func brokenNote(b string) string {

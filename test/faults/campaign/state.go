@@ -111,45 +111,54 @@ func readState(ctx context.Context, n nodeConn, seen *keySet) (history.State, er
 	}
 	seen.mu.Unlock()
 
-	var mu sync.Mutex
-	var firstErr error
-	parallel(len(keys), func(i int) {
-		var res *seppv1.LookupIdempotencyKeyResponse
-		err := retry(ctx, func(ctx context.Context) error {
-			var err error
-			res, err = n.jobs.LookupIdempotencyKey(ctx, &seppv1.LookupIdempotencyKeyRequest{Queue: keys[i][0], IdempotencyKey: keys[i][1]})
-			return err
-		})
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			firstErr = err
-			return
+	var mu sync.Mutex // st's lists
+	err := lookupAll(ctx, len(keys), func(ctx context.Context, i int) (func(), error) {
+		res, err := n.jobs.LookupIdempotencyKey(ctx, &seppv1.LookupIdempotencyKeyRequest{Queue: keys[i][0], IdempotencyKey: keys[i][1]})
+		if err != nil || !res.GetFound() {
+			return nil, err
 		}
-		if res.GetFound() {
+		return func() {
 			st.Dedup = append(st.Dedup, history.DedupRecord{Queue: keys[i][0], Key: keys[i][1], JobID: res.GetJobId(),
 				ExpiresAt: history.At(res.GetExpiresAt().AsTime())})
+		}, nil
+	}, &mu)
+	if err != nil {
+		return st, err
+	}
+	err = lookupAll(ctx, len(effects), func(ctx context.Context, i int) (func(), error) {
+		res, err := n.effects.GetEffect(ctx, &seppv1.GetEffectRequest{Scope: effectScope, Key: effects[i]})
+		if err != nil || !res.GetFound() {
+			return nil, err
 		}
-	})
-	parallel(len(effects), func(i int) {
-		var res *seppv1.GetEffectResponse
+		return func() {
+			st.Effects = append(st.Effects, history.Effect{Scope: effectScope, Key: effects[i],
+				State: strings.ToLower(strings.TrimPrefix(res.GetState().String(), "CLAIM_OUTCOME_")), Result: string(res.GetResult())})
+		}, nil
+	}, &mu)
+	return st, err
+}
+
+// lookupAll runs look for 0..n-1, 16 at a time, each retried until it
+// answers, and applies what each returns (a nil func: nothing) under mu.
+func lookupAll(ctx context.Context, n int, look func(ctx context.Context, i int) (func(), error), mu *sync.Mutex) error {
+	var firstErr error
+	parallel(n, func(i int) {
+		var keep func()
 		err := retry(ctx, func(ctx context.Context) error {
 			var err error
-			res, err = n.effects.GetEffect(ctx, &seppv1.GetEffectRequest{Scope: effectScope, Key: effects[i]})
+			keep, err = look(ctx, i)
 			return err
 		})
 		mu.Lock()
 		defer mu.Unlock()
-		if err != nil {
+		switch {
+		case err != nil:
 			firstErr = err
-			return
-		}
-		if res.GetFound() {
-			st.Effects = append(st.Effects, history.Effect{Scope: effectScope, Key: effects[i],
-				State: strings.ToLower(strings.TrimPrefix(res.GetState().String(), "CLAIM_OUTCOME_")), Result: string(res.GetResult())})
+		case keep != nil:
+			keep()
 		}
 	})
-	return st, firstErr
+	return firstErr
 }
 
 // defaultWindowMS is the dedup window of a queue that sets none (24 h).

@@ -213,14 +213,19 @@ func (c *client) enqueueKeyed(stop <-chan struct{}) {
 				}
 				return err
 			})
-		if r.Outcome != history.Unknown {
+		if r.Outcome != history.Unknown || !c.pause(stop) {
 			return
 		}
-		select {
-		case <-stop:
-			return
-		case <-time.After(time.Duration(50+c.rng.IntN(200)) * time.Millisecond):
-		}
+	}
+}
+
+// pause waits 50 to 250 ms before a resend; false when stop came first.
+func (c *client) pause(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return false
+	case <-time.After(time.Duration(50+c.rng.IntN(200)) * time.Millisecond):
+		return true
 	}
 }
 
@@ -281,13 +286,8 @@ func (c *client) enqueueBatch(stop <-chan struct{}) {
 			}
 			return nil
 		})
-		if r.Outcome != history.Unknown {
+		if r.Outcome != history.Unknown || !c.pause(stop) {
 			return
-		}
-		select {
-		case <-stop:
-			return
-		case <-time.After(time.Duration(50+c.rng.IntN(200)) * time.Millisecond):
 		}
 	}
 }
