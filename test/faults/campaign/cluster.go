@@ -210,6 +210,9 @@ func (c *cluster) nodeConfig(n *node) string {
 		if q.OnDuplicate != "" {
 			fmt.Fprintf(&b, "on_duplicate = %q\n", q.OnDuplicate)
 		}
+		if q.DebounceMS > 0 {
+			fmt.Fprintf(&b, "debounce_ms = %d\n", q.DebounceMS)
+		}
 		if q.RuleWindowMS > 0 {
 			fmt.Fprintf(&b, "\n[[queues.rules]]\nname = \"one-per-account\"\nkey_fields = [\"/account\"]\nwindow_ms = %d\n", q.RuleWindowMS)
 		}

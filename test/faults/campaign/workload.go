@@ -31,6 +31,9 @@ var campaignQueues = []history.QueuePolicy{
 	// A uniqueness rule: one job per account within the rule's window,
 	// whatever its idempotency key.
 	{Queue: "payments", RuleWindowMS: ruleWindowMS},
+	// Debounce: a job runs debounceMS after the last request that created or
+	// replaced it.
+	{Queue: "nudges", OnDuplicate: "debounce", DebounceMS: debounceMS},
 }
 
 const (
@@ -40,6 +43,8 @@ const (
 	// The window of the rule of the "payments" queue, and its accounts.
 	ruleWindowMS = 3000
 	accounts     = 20
+	// The debounce_ms of the "nudges" queue.
+	debounceMS = 500
 	// Every queue's lease: short, so paused and partitioned workers lose
 	// theirs and jobs are delivered again.
 	leaseMS = 2000
@@ -49,7 +54,7 @@ const (
 
 // The window the history's state section reports for a queue whose config
 // leaves the default (24 h): longer than any run, so taken as unbounded.
-var keyedQueues = []string{"orders", "mail", "digest", "ticks", "payments"}
+var keyedQueues = []string{"orders", "mail", "digest", "ticks", "payments", "nudges"}
 
 // client is one client process of the history: it runs one operation at a
 // time against one node, and moves to the next node after an operation of
@@ -157,7 +162,7 @@ func (c *client) payloadFor(queue, key string) []byte {
 	if queue == "payments" {
 		return []byte(fmt.Sprintf(`{"account":%q,"key":%q}`, accountOf(key), key))
 	}
-	if queue == "digest" {
+	if queue == "digest" || queue == "nudges" {
 		return []byte(fmt.Sprintf(`{"key":%q,"from":"p%d-%d"}`, key, c.id, c.seq+1))
 	}
 	return []byte(fmt.Sprintf(`{"queue":%q,"key":%q}`, queue, key))
@@ -182,8 +187,8 @@ func ruleKeyOf(queue, key string) string {
 
 func (c *client) pickKey(queue string) string {
 	n := c.keys
-	if queue == "ticks" {
-		n = 50 // few keys, enqueued again and again across windows
+	if queue == "ticks" || queue == "nudges" {
+		n = 50 // few keys, enqueued again and again: across windows, while waiting
 	}
 	return "k" + strconv.Itoa(c.rng.IntN(n))
 }
@@ -252,7 +257,7 @@ func (c *client) enqueueBatch(stop <-chan struct{}) {
 	// fail (and fail an atomic batch whole); the others must succeed.
 	queues := keyedQueues
 	if c.rng.IntN(4) != 0 {
-		queues = []string{"orders", "digest", "ticks"}
+		queues = []string{"orders", "digest", "ticks", "nudges"}
 	}
 	for i := range items {
 		queue := queues[c.rng.IntN(len(queues))]

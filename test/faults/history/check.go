@@ -50,6 +50,9 @@ const (
 	// Two jobs of a queue with a uniqueness rule, with one rule key, were
 	// created within the rule's window.
 	KindRuleViolated Kind = "rule violated"
+	// A job of a debounce queue was delivered sooner than debounce_ms after
+	// the enqueue that created or replaced it.
+	KindDebouncedEarly Kind = "debounced job delivered early"
 	// A record the checker cannot use (an ok enqueue without a job id, an
 	// unknown op or outcome, an end before its start).
 	KindMalformed Kind = "malformed record"
@@ -59,7 +62,7 @@ const (
 var Kinds = []Kind{KindAckedJobMissing, KindDedupMismatch, KindDuplicateAccepted, KindDuplicateJob,
 	KindPhantomJob, KindCompletionLost, KindCompletedTwice, KindJobLost, KindEffectRanTwice,
 	KindEffectReacquired, KindEffectResultMissing, KindEffectResultMismatch, KindDedupBeforeCreate,
-	KindAtomicBatchPartial, KindRuleViolated, KindMalformed}
+	KindAtomicBatchPartial, KindRuleViolated, KindDebouncedEarly, KindMalformed}
 
 // The warnings: reported, not violations.
 const (
@@ -185,6 +188,7 @@ type enq struct {
 	outcome       Outcome
 	reason, jobID string
 	dedup         bool
+	replaced      bool
 }
 
 func (e *enq) canCreate() bool {
@@ -241,6 +245,7 @@ func Check(h *History) Report {
 	c.checkCompletions()
 	c.checkEffects()
 	c.checkRules()
+	c.checkDebounce()
 	return rep
 }
 
@@ -300,7 +305,7 @@ func (c *checker) flatten() {
 		switch r.Op {
 		case OpEnqueue:
 			c.addEnq(&enq{ref: ref, queue: r.Queue, key: r.Key, ruleKey: r.RuleKey, start: r.Start.Time, end: r.End.Time,
-				outcome: r.Outcome, reason: r.Reason, jobID: r.JobID, dedup: r.Deduplicated})
+				outcome: r.Outcome, reason: r.Reason, jobID: r.JobID, dedup: r.Deduplicated, replaced: r.Replaced})
 		case OpEnqueueBatch:
 			failed := 0
 			for j, it := range r.Items {
@@ -315,7 +320,7 @@ func (c *checker) flatten() {
 					if e.outcome == "" {
 						e.outcome = OK
 					}
-					e.reason, e.jobID, e.dedup = it.Reason, it.JobID, it.Deduplicated
+					e.reason, e.jobID, e.dedup, e.replaced = it.Reason, it.JobID, it.Deduplicated, it.Replaced
 					if e.outcome == Fail {
 						failed++
 					}
@@ -866,6 +871,38 @@ func (c *checker) checkRules() {
 					refs := append(c.refsNaming(js[a].ID), c.refsNaming(js[b].ID)...)
 					c.violate(KindRuleViolated, fmt.Sprintf("%s: the final state holds jobs %s and %s, both with rule key %q, created %v apart, within the rule's %v window", k.queue, js[a].ID, js[b].ID, k.key, d, w), refs...)
 				}
+			}
+		}
+	}
+}
+
+// debounceTolerance is how far apart the checker lets the clocks of the
+// clients and the server be when it judges a debounced delivery.
+const debounceTolerance = 2 * time.Millisecond
+
+// checkDebounce checks the queues with on_duplicate = "debounce": a job
+// created, or replaced by a hit, is scheduled debounce_ms after that enqueue,
+// so no reserve that started after the enqueue ended may deliver it before
+// debounce_ms after the enqueue started.
+func (c *checker) checkDebounce() {
+	reserves := map[string][]int{} // job id -> its ok reserves
+	for i := range c.h.Ops {
+		r := &c.h.Ops[i]
+		if !c.bad[i] && r.Op == OpReserve && r.Outcome == OK && r.JobID != "" {
+			reserves[r.JobID] = append(reserves[r.JobID], i)
+		}
+	}
+	for _, e := range c.enqs {
+		d := time.Duration(c.policies[e.queue].DebounceMS) * time.Millisecond
+		if d <= 0 || e.outcome != OK || e.jobID == "" || (e.dedup && !e.replaced) {
+			continue
+		}
+		due := e.start.Add(d - debounceTolerance)
+		for _, i := range reserves[e.jobID] {
+			r := &c.h.Ops[i]
+			if r.Start.After(e.end) && r.End.Before(due) {
+				c.violate(KindDebouncedEarly, fmt.Sprintf("%s/%q: job %s was delivered %v after the enqueue that scheduled it started; debounce_ms is %v",
+					e.queue, e.key, e.jobID, r.End.Sub(e.start).Round(time.Millisecond), d), e.ref, c.refs[i])
 			}
 		}
 	}

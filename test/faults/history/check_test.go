@@ -349,6 +349,14 @@ func violationCases() []violationCase {
 			State: &State{Jobs: []Job{job("J1", "pay", "k1", "completed", 5)}, Deleted: []string{"J2"},
 				Queues: []QueuePolicy{ruleQueue("pay", 3000)}},
 		}, []OpRef{ref(1, "a"), ref(2, "b")}},
+		{KindDebouncedEarly, &History{
+			Ops: []Record{
+				enqueue(1, "a", "d", "k", 0, 10, OK, "J1", false),
+				replaced(enqueue(2, "b", "d", "k", 400, 410, OK, "J1", true)),
+				reserve(3, "r", 600, 620, "J1", "L1"),
+			},
+			State: &State{Jobs: []Job{job("J1", "d", "k", "reserved", 5)}, Queues: []QueuePolicy{debounceQueue("d", 500)}},
+		}, []OpRef{ref(2, "b"), ref(3, "r")}},
 		{KindMalformed, &History{
 			Ops:   []Record{enqueue(1, "a", "q", "k", 0, 10, OK, "", false)},
 			State: &State{Queues: work},
@@ -549,6 +557,38 @@ func TestRules(t *testing.T) {
 	rep := Check(unacked)
 	if len(rep.Violations) != 1 || rep.Violations[0].Kind != KindRuleViolated {
 		t.Fatalf("two jobs of one rule key 145 ms apart in the final state: want one %q, got:\n%s", KindRuleViolated, rep)
+	}
+}
+
+func replaced(r Record) Record {
+	r.Replaced = true
+	return r
+}
+
+func debounceQueue(name string, ms int64) QueuePolicy {
+	q := queue(name, 86400000, "debounce")
+	q.DebounceMS = ms
+	return q
+}
+
+// TestDebounce: deliveries debounce_ms after the last enqueue that
+// scheduled the job are fine, and so is a delivery after a plain hit (it
+// does not move the job), or one that started before the replacing enqueue
+// ended.
+func TestDebounce(t *testing.T) {
+	h := &History{
+		Ops: []Record{
+			enqueue(1, "a", "d", "k", 0, 10, OK, "J1", false),
+			replaced(enqueue(2, "b", "d", "k", 400, 600, OK, "J1", true)),
+			reserve(3, "r1", 505, 520, "J1", "L1"),              // 500 ms after the first; overlaps the replace, which may have come after it
+			reserve(3, "r2", 905, 920, "J1", "L2"),              // 500 ms after the replace started
+			enqueue(4, "c", "d", "k", 930, 940, OK, "J1", true), // a hit on a reserved job: no replace
+			reserve(3, "r3", 950, 960, "J1", "L3"),
+		},
+		State: &State{Jobs: []Job{job("J1", "d", "k", "reserved", 5)}, Queues: []QueuePolicy{debounceQueue("d", 500)}},
+	}
+	if rep := Check(h); !rep.OK() {
+		t.Fatalf("valid debounce history:\n%s", rep)
 	}
 }
 

@@ -64,7 +64,7 @@
 // the jobs retention deleted (deleted: job ids), every dedup record (dedup:
 // queue, key, job_id, expires_at), every effect (effects: scope, key, state,
 // result) and the queue policies in force (queues: queue, dedup_window_ms,
-// on_duplicate, key_reuse, rule_window_ms). A queue the section does not list is taken as
+// on_duplicate, key_reuse, rule_window_ms, debounce_ms). A queue the section does not list is taken as
 // on_duplicate = "return_original" with an unbounded window. A history
 // without a state section can be checked only for what the acks say among
 // themselves.
@@ -256,6 +256,8 @@ type QueuePolicy struct {
 	// RuleWindowMS is the window of the queue's uniqueness rule; 0: the
 	// queue has none. (A history checks one rule per queue.)
 	RuleWindowMS int64 `json:"rule_window_ms,omitempty"`
+	// DebounceMS is the queue's debounce_ms (on_duplicate = "debounce").
+	DebounceMS int64 `json:"debounce_ms,omitempty"`
 }
 
 // Window is the policy's dedup window; 0 means unbounded.
