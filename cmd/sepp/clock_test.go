@@ -2,15 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
 	"regexp"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sepp-dev/sepp/internal/store/pebble"
 	"github.com/sepp-dev/sepp/internal/store/postgres"
@@ -30,32 +25,9 @@ func skewWallClock(t *testing.T, d time.Duration) {
 // even when this host's clock is 30 s ahead, and serve logs the offset at
 // INFO and warns about it. Needs SEPP_TEST_POSTGRES_URL (CI sets it).
 func TestServerClockPostgres(t *testing.T) {
-	base := os.Getenv("SEPP_TEST_POSTGRES_URL")
-	if base == "" {
-		t.Skip("SEPP_TEST_POSTGRES_URL is not set (CI sets it)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL at SEPP_TEST_POSTGRES_URL: %v", err)
-	}
-	schema := fmt.Sprintf("sepp_serveclock_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close(ctx)
-	t.Cleanup(func() {
-		if c, err := pgx.Connect(context.Background(), base); err == nil {
-			c.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-			c.Close(context.Background())
-		}
-	})
-	u, _ := url.Parse(base)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	st, err := postgres.Open(ctx, postgres.Options{URL: u.String(), MaxConns: 2})
+	st, err := postgres.Open(ctx, postgres.Options{URL: testserver.PostgresSchema(t, "sepp_serveclock"), MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

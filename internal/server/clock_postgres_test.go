@@ -2,13 +2,8 @@ package server_test
 
 import (
 	"context"
-	"fmt"
-	"net/url"
-	"os"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sepp-dev/sepp"
 	"github.com/sepp-dev/sepp/internal/clock"
@@ -26,7 +21,7 @@ import (
 // record expired, which is why nodes on PostgreSQL do not use their own
 // clock. Needs SEPP_TEST_POSTGRES_URL (CI sets it).
 func TestPostgresNodesShareTheDatabaseClock(t *testing.T) {
-	at := postgresSchema(t, "sepp_clock")
+	at := testserver.PostgresSchema(t, "sepp_clock")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const skew = 30 * time.Second
@@ -83,41 +78,4 @@ dedup_window_ms = 20000
 		t.Fatalf("C (on its own clock, %v ahead): %+v, want a second job: the skew expires A's record early, "+
 			"or this test no longer shows what the database's clock prevents", skew, second)
 	}
-}
-
-// postgresSchema creates a schema of its own in the database at
-// SEPP_TEST_POSTGRES_URL, dropped when the test ends, and returns the URL
-// that opens it. Without the variable the test is skipped; CI sets it, and
-// there an unreachable database fails.
-func postgresSchema(t *testing.T, prefix string) string {
-	t.Helper()
-	base := os.Getenv("SEPP_TEST_POSTGRES_URL")
-	if base == "" {
-		t.Skip("SEPP_TEST_POSTGRES_URL is not set (CI sets it)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	schema := fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano())
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL at SEPP_TEST_POSTGRES_URL: %v", err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if c, err := pgx.Connect(context.Background(), base); err == nil {
-			c.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-			c.Close(context.Background())
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }

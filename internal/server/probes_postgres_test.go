@@ -2,15 +2,12 @@ package server_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/sepp-dev/sepp/internal/store"
@@ -24,35 +21,15 @@ import (
 // says NOT_SERVING, while /healthz stays 200; when the proxy is back, /readyz
 // answers 200 again. Needs SEPP_TEST_POSTGRES_URL (CI sets it).
 func TestReadyzPostgresUnreachable(t *testing.T) {
-	base := os.Getenv("SEPP_TEST_POSTGRES_URL")
-	if base == "" {
-		t.Skip("SEPP_TEST_POSTGRES_URL is not set (CI sets it)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	schema := fmt.Sprintf("sepp_readyz_%d", time.Now().UnixNano())
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL at SEPP_TEST_POSTGRES_URL: %v", err)
-	}
-	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
-	admin.Close(ctx)
-	t.Cleanup(func() {
-		if c, err := pgx.Connect(context.Background(), base); err == nil {
-			c.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-			c.Close(context.Background())
-		}
-	})
-	u, err := url.Parse(base)
+	u, err := url.Parse(testserver.PostgresSchema(t, "sepp_readyz"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := testserver.StartProxy(t, u.Host)
 	u.Host = p.Addr
 	q := u.Query()
-	q.Set("search_path", schema)
 	q.Set("connect_timeout", "1")
 	u.RawQuery = q.Encode()
 	pg, err := postgres.Open(ctx, postgres.Options{URL: u.String(), MaxConns: 4})

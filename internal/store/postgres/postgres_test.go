@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,47 +20,12 @@ import (
 	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
-var schemas atomic.Int64
-
-// place creates a schema of its own in the database at
-// SEPP_TEST_POSTGRES_URL, dropped when the test ends, and returns the URL
-// that opens it. Without the variable the test is skipped; CI sets it, and
-// there an unreachable database fails.
+// place creates a schema of its own for the test (testserver.PostgresSchema):
+// its name is also the connections' application_name, so a test can find
+// them in pg_stat_activity and end them (see terminate).
 func place(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("SEPP_TEST_POSTGRES_URL")
-	if base == "" {
-		t.Skip("SEPP_TEST_POSTGRES_URL is not set (CI sets it)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	schema := fmt.Sprintf("sepp_test_%d_%d", time.Now().UnixNano(), schemas.Add(1))
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("PostgreSQL at SEPP_TEST_POSTGRES_URL: %v", err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err == nil {
-			c.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
-			c.Close(context.Background())
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	// The schema names the store's connections too, so a test can find
-	// them in pg_stat_activity and end them (see terminate).
-	q.Set("application_name", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return testserver.PostgresSchema(t, "sepp_test")
 }
 
 // withParam returns url with the query parameter name set to value.
