@@ -33,7 +33,7 @@ var campaignQueues = []history.QueuePolicy{
 	{Queue: "payments", RuleWindowMS: ruleWindowMS},
 	// Debounce: a job runs debounceMS after the last request that created or
 	// replaced it.
-	{Queue: "nudges", OnDuplicate: "debounce", DebounceMS: debounceMS},
+	{Queue: "nudges", OnDuplicate: "debounce", DebounceMS: debounceMS, DedupWindowMS: 2000},
 }
 
 const (
