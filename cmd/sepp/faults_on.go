@@ -44,8 +44,8 @@ func init() {
 				read()
 			}
 		}()
-		real := wallClock
-		wallClock = func() time.Time { return real().Add(time.Duration(offset.Load()) * time.Millisecond) }
+		host := wallClock
+		wallClock = func() time.Time { return host().Add(time.Duration(offset.Load()) * time.Millisecond) }
 	}
 	switch b := os.Getenv("SEPP_FAULT_BROKEN"); b {
 	case "":
