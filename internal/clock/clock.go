@@ -85,6 +85,10 @@ const driftBound = 200e-6
 const (
 	wellAnchored    = 2 * time.Millisecond
 	retryPoorAnchor = 250 * time.Millisecond
+	// At start the clock reads up to startRetries more times, 50 ms apart,
+	// while its reading is less exact than startUncertainty.
+	startUncertainty = 10 * time.Millisecond
+	startRetries     = 10
 )
 
 // uncertaintyAt is a's uncertainty at local instant now.
@@ -120,6 +124,15 @@ func NewAnchored(ctx context.Context, opts AnchoredOptions) (*Anchored, error) {
 	a, err := c.read(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// A node starting while its database is slow would serve until its
+	// first better reading on a clock off by up to half a slow round trip:
+	// read again, a little, for a reading exact to startUncertainty.
+	for try := 0; a.uncertainty > startUncertainty && try < startRetries && ctx.Err() == nil; try++ {
+		time.Sleep(retryPoorAnchor / 5)
+		if b, err := c.read(ctx); err == nil && b.uncertainty < a.uncertainty {
+			a = b
+		}
 	}
 	c.anchor.Store(a)
 	bg, stop := context.WithCancel(context.Background())

@@ -287,3 +287,27 @@ func TestSlowReadNotTrusted(t *testing.T) {
 		t.Fatalf("Now is off the source by %v, want within 20 ms: the read kept its slow sample", off)
 	}
 }
+
+// TestSlowStartReadAgain: a node that starts while its database is slow
+// reads again until it has an exact reading, rather than serving on a clock
+// half a slow round trip ahead until its first resync.
+func TestSlowStartReadAgain(t *testing.T) {
+	began := time.Now()
+	truth := func() time.Time { return base.Add(time.Since(began)) }
+	var mu sync.Mutex
+	calls := 0
+	source := func(context.Context) (time.Time, error) {
+		mu.Lock()
+		calls++
+		slow := calls <= 2
+		mu.Unlock()
+		if slow {
+			time.Sleep(200 * time.Millisecond)
+		}
+		return truth(), nil
+	}
+	c := start(t, clock.AnchoredOptions{Source: source, Resync: time.Hour, Samples: 1})
+	if off := c.Now().Sub(truth()); off > 20*time.Millisecond || off < -20*time.Millisecond {
+		t.Fatalf("Now is off the source by %v after a slow start, want within 20 ms", off)
+	}
+}

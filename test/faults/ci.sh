@@ -39,13 +39,26 @@ if ((${#need[@]})); then
   for pkg in "${need[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || { echo "ci.sh: $pkg did not install" >&2; exit 1; }; done
 fi
 
+# What an earlier run left when it was killed: its tmpfs mounts, then the
+# files. (A running campaign holds /run/sepp-faults.lock; the campaigns below
+# refuse to start beside it.)
+if [[ -d $out ]]; then
+  findmnt -R -n -o TARGET "$out" 2>/dev/null | sort -r | xargs -r umount -l || true
+fi
 rm -rf "$out"
 mkdir -p "$out"
 go build -tags seppfaults -o "$out/sepp" ./cmd/sepp
 go build -o "$out/campaign" ./test/faults/campaign
 
+# PostgreSQL answers again after the campaign's restarts; started if not.
 pg_up() {
-  for _ in $(seq 1 60); do pg_isready -h 127.0.0.1 -p 5432 -q && return 0; sleep 1; done
+  for i in $(seq 1 60); do
+    pg_isready -h 127.0.0.1 -p 5432 -q && return 0
+    if ((i == 20)); then
+      pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start || true
+    fi
+    sleep 1
+  done
   echo "PostgreSQL did not come back" >&2
   return 1
 }

@@ -49,6 +49,7 @@ type node struct {
 	mount   string // the tmpfs the embedded store lives on ("" on PostgreSQL)
 
 	mu       sync.Mutex
+	stopped  bool // set by teardown: no more starts
 	cmd      *exec.Cmd
 	downTill time.Time // the supervisor waits until then before a restart
 	paused   bool
@@ -255,13 +256,23 @@ func (c *cluster) supervise(ctx context.Context, n *node) {
 			cmd.Env = append(cmd.Env, "SEPP_FAULT_BROKEN="+c.opts.broken)
 		}
 		cmd.Stdout, cmd.Stderr = logf, logf
+		// A node dies with the driver, however the driver ends (ip netns
+		// exec execs sepp, which keeps the setting).
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		// Started under n.mu, after a last look at stopped: teardown, which
+		// sets stopped under n.mu, then kills whatever n.cmd is.
+		n.mu.Lock()
+		if n.stopped || ctx.Err() != nil {
+			n.mu.Unlock()
+			return
+		}
 		fmt.Fprintf(logf, "--- campaign: start %d at %s\n", n.starts+1, time.Now().UTC().Format(time.RFC3339Nano))
 		if err := cmd.Start(); err != nil {
+			n.mu.Unlock()
 			fmt.Fprintf(c.log, "node %d: start: %v\n", n.i, err)
 			time.Sleep(time.Second)
 			continue
 		}
-		n.mu.Lock()
 		n.cmd, n.paused = cmd, false
 		n.starts++
 		n.mu.Unlock()
@@ -314,6 +325,7 @@ func (n *node) kill(down time.Duration) error {
 func (c *cluster) teardown() {
 	for _, n := range c.nodes {
 		n.mu.Lock()
+		n.stopped = true
 		n.downTill = time.Now().Add(time.Hour)
 		if n.cmd != nil && n.cmd.Process != nil {
 			_ = n.cmd.Process.Signal(syscall.SIGCONT)

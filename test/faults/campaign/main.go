@@ -310,6 +310,8 @@ wait:
 		case <-deadline:
 			break wait
 		case <-ctx.Done():
+			stopNemesis()
+			nwg.Wait() // its fault healed or not, before the teardown
 			return rep, fmt.Errorf("interrupted after %v; the history so far is in %s", time.Since(started).Round(time.Second), hf.Name())
 		}
 	}
@@ -323,7 +325,7 @@ wait:
 		return rep, fmt.Errorf("after healing, a node does not serve (see %s/node*/sepp.log): %w", o.out, err)
 	}
 	settleUntil := time.Now().Add(o.settle)
-	for time.Now().Before(settleUntil) {
+	for time.Now().Before(settleUntil) && ctx.Err() == nil {
 		left, err := unsettled(ctx, clients[0].nodes[0])
 		if err == nil && left == 0 {
 			break
@@ -332,9 +334,14 @@ wait:
 	}
 	close(workers)
 	load.Wait()
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("interrupted while the queues drained; the history so far is in %s", hf.Name())
+	}
 
 	say("reading the store back")
-	st, err := readState(ctx, clients[0].nodes[0], seen)
+	rctx, cancelRead := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancelRead()
+	st, err := readState(rctx, clients[0].nodes[0], seen)
 	if err != nil {
 		return rep, fmt.Errorf("reading the final state: %w", err)
 	}
@@ -394,7 +401,7 @@ func waitServing(ctx context.Context, c *client, limit time.Duration) error {
 			if err == nil {
 				break
 			}
-			if time.Now().After(end) {
+			if time.Now().After(end) || ctx.Err() != nil {
 				return fmt.Errorf("node %d: %w", i, err)
 			}
 			time.Sleep(200 * time.Millisecond)

@@ -179,7 +179,11 @@ func (nm *nemesis) apply(kind string, n *node, hold time.Duration) (heal func() 
 	case faultLoss:
 		return nm.nft(n, "sepp_loss", "numgen random mod 100 < 30 drop", "numgen random mod 100 < 30 drop")
 	case faultPGRestart:
-		out, err := exec.Command("sh", "-c", nm.c.opts.pgRestart).CombinedOutput()
+		// In a process group of its own, so a Ctrl-C meant for the
+		// campaign does not stop PostgreSQL half restarted.
+		cmd := exec.Command("sh", "-c", nm.c.opts.pgRestart)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: %w: %s", nm.c.opts.pgRestart, err, strings.TrimSpace(string(out)))
 		}

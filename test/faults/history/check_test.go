@@ -558,6 +558,22 @@ func TestRules(t *testing.T) {
 	if len(rep.Violations) != 1 || rep.Violations[0].Kind != KindRuleViolated {
 		t.Fatalf("two jobs of one rule key 145 ms apart in the final state: want one %q, got:\n%s", KindRuleViolated, rep)
 	}
+	// Both creations acknowledged, by calls slow enough to leave room for
+	// a whole window between them; created_at shows they were not.
+	slow := &History{
+		Ops: []Record{
+			ruled(enqueue(1, "a", "pay", "k1", 0, 100, OK, "J1", false), "acc-1"),
+			ruled(enqueue(2, "b", "pay", "k2", 2950, 3100, OK, "J2", false), "acc-1"),
+		},
+		State: &State{Jobs: []Job{
+			withRule(job("J1", "pay", "k1", "completed", 50), "acc-1"),
+			withRule(job("J2", "pay", "k2", "completed", 3000), "acc-1"),
+		}, Queues: pay},
+	}
+	rep = Check(slow)
+	if len(rep.Violations) != 1 || rep.Violations[0].Kind != KindRuleViolated {
+		t.Fatalf("two acked jobs of one rule key created 2950 ms apart in a 3 s window: want one %q, got:\n%s", KindRuleViolated, rep)
+	}
 }
 
 func replaced(r Record) Record {
