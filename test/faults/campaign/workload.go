@@ -68,6 +68,7 @@ type client struct {
 	seq   int
 	keys  int // the key space of each queue
 	think time.Duration
+	turn  int // the queue a worker reserves from next
 	ops   *atomic.Int64
 	seen  *keySet
 }
@@ -317,10 +318,17 @@ func effectKeyOf(job *seppv1.Job) string {
 // It reports whether it found a job.
 func (c *client) work() bool {
 	var job *seppv1.ReservedJob
+	// Mostly one queue a call, in turn, as workers subscribed to a queue
+	// each; now and then every queue at once.
+	queues, wait := allQueues(), int64(500)
+	if c.rng.IntN(10) != 0 {
+		queues, wait = []string{queues[c.turn%len(queues)]}, 100
+		c.turn++
+	}
 	r := c.record(history.Record{Op: history.OpReserve},
 		func(ctx context.Context, n nodeConn, r *history.Record) error {
-			res, err := n.workers.Reserve(ctx, &seppv1.ReserveRequest{Queues: allQueues(), WorkerId: fmt.Sprintf("p%d", c.id),
-				MaxJobs: 1, LeaseMs: leaseMS, WaitMs: 500})
+			res, err := n.workers.Reserve(ctx, &seppv1.ReserveRequest{Queues: queues, WorkerId: fmt.Sprintf("p%d", c.id),
+				MaxJobs: 1, LeaseMs: leaseMS, WaitMs: wait})
 			if err == nil && len(res.GetJobs()) > 0 {
 				job = res.GetJobs()[0]
 				r.JobID, r.LeaseToken, r.Queue = job.GetJob().GetJobId(), job.GetLeaseToken(), job.GetJob().GetQueue()

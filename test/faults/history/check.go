@@ -204,6 +204,7 @@ type checker struct {
 	policies map[string]QueuePolicy
 	jobs     map[string]*Job
 	deleted  map[string]bool
+	naming   map[string][]OpRef // job id -> the operations naming it (refsNaming)
 }
 
 // Check checks the history against Sepp's promise and reports every
@@ -558,23 +559,29 @@ func (c *checker) checkDedupBeforeCreate() {
 
 func lower(s string) string { return strings.ToLower(s) }
 
+// refsNaming lists the operations (and batch items) whose answer names
+// jobID. The index is built once, on the first call: a run that ends with
+// thousands of jobs still queued asks for each.
 func (c *checker) refsNaming(jobID string) []OpRef {
-	var refs []OpRef
-	for i := range c.h.Ops {
-		r := &c.h.Ops[i]
-		if r.JobID == jobID {
-			refs = append(refs, c.refs[i])
-			continue
-		}
-		for j, it := range r.Items {
-			if it.JobID == jobID {
-				ref := c.refs[i]
-				ref.Item = j + 1
-				refs = append(refs, ref)
+	if c.naming == nil {
+		c.naming = map[string][]OpRef{}
+		for i := range c.h.Ops {
+			r := &c.h.Ops[i]
+			if r.JobID != "" {
+				c.naming[r.JobID] = append(c.naming[r.JobID], c.refs[i])
+				continue
+			}
+			for j, it := range r.Items {
+				if it.JobID != "" {
+					ref := c.refs[i]
+					ref.Item = j + 1
+					c.naming[it.JobID] = append(c.naming[it.JobID], ref)
+				}
 			}
 		}
 	}
-	return refs
+	refs := c.naming[jobID]
+	return refs[:len(refs):len(refs)] // a caller's append copies
 }
 
 func (c *checker) checkFinalJobs() {
