@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -80,6 +81,24 @@ func TestNodeConfig(t *testing.T) {
 			p := campaignQueues[i]
 			if q.Name != p.Queue || q.DedupWindowMs != p.DedupWindowMS || q.OnDuplicate != p.OnDuplicate {
 				t.Errorf("queue %d: config %+v, policy %+v", i, q, p)
+			}
+		}
+	}
+}
+
+// TestNemesisDealsEveryKind: each round of faults has every kind once, in
+// an order the seed decides.
+func TestNemesisDealsEveryKind(t *testing.T) {
+	kinds := defaultFaults(backendPostgres)
+	nm := &nemesis{kinds: kinds, rng: rand.New(rand.NewPCG(1, 0))}
+	for round := 0; round < 3; round++ {
+		seen := map[string]int{}
+		for range kinds {
+			seen[nm.next()]++
+		}
+		for _, k := range kinds {
+			if seen[k] != 1 {
+				t.Fatalf("round %d dealt %q %d times: %v", round, k, seen[k], seen)
 			}
 		}
 	}

@@ -100,12 +100,13 @@ type faultEvent struct {
 	Error  string    `json:"error,omitempty"`
 }
 
-// nemesis injects one fault at a time, chosen at random among kinds, on a
-// node chosen at random: it applies it, holds it, heals it, waits, and
+// nemesis injects one fault at a time, every kind in turn in a shuffled
+// order, on a node chosen at random: it applies it, holds it, heals it, waits, and
 // starts over until ctx ends.
 type nemesis struct {
 	c      *cluster
 	kinds  []string
+	deck   []string // the kinds still to deal this round (next)
 	every  time.Duration
 	rng    *rand.Rand
 	log    io.Writer
@@ -124,7 +125,7 @@ func (nm *nemesis) run(ctx context.Context) {
 			return
 		case <-time.After(gap):
 		}
-		kind := nm.kinds[nm.rng.IntN(len(nm.kinds))]
+		kind := nm.next()
 		n := nm.c.nodes[nm.rng.IntN(len(nm.c.nodes))]
 		hold := nm.every/4 + time.Duration(nm.rng.Int64N(int64(nm.every)+1))
 		if kind == faultDiskFull {
@@ -160,6 +161,19 @@ func (nm *nemesis) run(ctx context.Context) {
 			fmt.Fprintf(nm.log, "nemesis: %s on node %d: %v\n", kind, n.i, err)
 		}
 	}
+}
+
+// next deals the next kind from a shuffled deck of every kind, dealt anew
+// when it runs out, so a short run has every kind (a run of n faults has
+// each kind at least n/len(kinds) rounded down times).
+func (nm *nemesis) next() string {
+	if len(nm.deck) == 0 {
+		nm.deck = append(nm.deck, nm.kinds...)
+		nm.rng.Shuffle(len(nm.deck), func(i, j int) { nm.deck[i], nm.deck[j] = nm.deck[j], nm.deck[i] })
+	}
+	k := nm.deck[0]
+	nm.deck = nm.deck[1:]
+	return k
 }
 
 // apply injects one fault and returns how to heal it.
