@@ -822,21 +822,15 @@ func (c *checker) checkRules() {
 	window := func(queue string) time.Duration {
 		return time.Duration(c.policies[queue].RuleWindowMS) * time.Millisecond
 	}
-	created := map[qk][]*enq{}
-	var order []qk
 	seen := map[string]bool{}
 	reported := map[[2]string]bool{} // pairs the acks showed, not reported again from the state
-	for _, e := range c.enqs {
+	created, order := groupBy(c.enqs, func(e *enq) (qk, bool) {
 		if e.outcome != OK || e.dedup || e.ruleKey == "" || e.jobID == "" || seen[e.jobID] || window(e.queue) <= 0 {
-			continue
+			return qk{}, false
 		}
 		seen[e.jobID] = true
-		k := qk{e.queue, e.ruleKey}
-		if created[k] == nil {
-			order = append(order, k)
-		}
-		created[k] = append(created[k], e)
-	}
+		return qk{e.queue, e.ruleKey}, true
+	})
 	for _, k := range order {
 		es := created[k]
 		w := window(k.queue)
@@ -854,19 +848,13 @@ func (c *checker) checkRules() {
 	if c.h.State == nil {
 		return
 	}
-	byRule := map[qk][]*Job{}
-	order = order[:0]
+	jobs := make([]*Job, len(c.h.State.Jobs))
 	for i := range c.h.State.Jobs {
-		j := &c.h.State.Jobs[i]
-		if j.RuleKey == "" || window(j.Queue) <= 0 || j.CreatedAt.IsZero() {
-			continue
-		}
-		k := qk{j.Queue, j.RuleKey}
-		if byRule[k] == nil {
-			order = append(order, k)
-		}
-		byRule[k] = append(byRule[k], j)
+		jobs[i] = &c.h.State.Jobs[i]
 	}
+	byRule, order := groupBy(jobs, func(j *Job) (qk, bool) {
+		return qk{j.Queue, j.RuleKey}, j.RuleKey != "" && window(j.Queue) > 0 && !j.CreatedAt.IsZero()
+	})
 	for _, k := range order {
 		js := byRule[k]
 		w := window(k.queue)
@@ -926,4 +914,22 @@ func pair(a, b string) [2]string {
 		a, b = b, a
 	}
 	return [2]string{a, b}
+}
+
+// groupBy groups the items key accepts by their key, and lists the keys in
+// the order of their first item.
+func groupBy[T any](items []T, key func(T) (qk, bool)) (map[qk][]T, []qk) {
+	groups := map[qk][]T{}
+	var order []qk
+	for _, it := range items {
+		k, ok := key(it)
+		if !ok {
+			continue
+		}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	return groups, order
 }
