@@ -87,7 +87,7 @@ func TestNodeConfig(t *testing.T) {
 }
 
 // TestNemesisDealsEveryKind: each round of faults has every kind once, in
-// an order the seed decides.
+// an order its random source decides.
 func TestNemesisDealsEveryKind(t *testing.T) {
 	kinds := defaultFaults(backendPostgres)
 	nm := &nemesis{kinds: kinds, rng: rand.New(rand.NewPCG(1, 0))}
