@@ -28,9 +28,21 @@ var (
 )
 
 // buildSepp builds the real binary once per test run; TestMain removes it.
+// With SEPP_BIN set it uses that binary instead, so that CI builds it once
+// for every package and job that runs it.
 func buildSepp(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
+		if p := os.Getenv("SEPP_BIN"); p != "" {
+			binPath, binErr = filepath.Abs(p)
+			if binErr == nil {
+				_, binErr = os.Stat(binPath)
+			}
+			if binErr != nil {
+				binErr = fmt.Errorf("SEPP_BIN: %w", binErr)
+			}
+			return
+		}
 		binDir, binErr = os.MkdirTemp("", "sepp-bin-")
 		if binErr != nil {
 			return
