@@ -94,10 +94,13 @@ func runCLI(args []string, stdin io.Reader, stdout, stderr io.Writer) (bool, err
 	}
 	// A usage error: cobra's (unknown command or flag, missing required
 	// flag, wrong arguments) or a command's own.
-	msg := err.Error()
 	if cmd == nil {
 		cmd = root
 	}
+	if serr := mistypedCommand(root, cmd, args, err); serr != nil {
+		err = serr
+	}
+	msg := err.Error()
 	if env.cf.json {
 		reportError(stderr, &usageError{msg}, true)
 	} else {
@@ -148,6 +151,66 @@ func unknownSub(cmd *cobra.Command, args []string) error {
 		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
 	}
 	return errors.New(msg) // not a ranError: a usage error
+}
+
+// mistypedCommand answers a command line whose command is mistyped and
+// followed by flags ("sepp enqeue --queue a"): cobra stops at the group
+// (root, or "jobs"), parses the flags meant for the missing command against
+// the group's and reports the first as unknown. The mistyped word is the
+// news, so it gets unknownSub's answer, with its suggestions. nil when err is
+// something else.
+func mistypedCommand(root, cmd *cobra.Command, args []string, err error) error {
+	msg := err.Error()
+	if !cmd.HasSubCommands() || !(strings.HasPrefix(msg, "unknown flag: ") || strings.HasPrefix(msg, "unknown shorthand flag: ")) {
+		return nil
+	}
+	_, rest, ferr := root.Find(args) // args less the words naming cmd
+	if ferr != nil {
+		return nil
+	}
+	word := firstPositional(cmd.Flags(), rest)
+	if word == "" {
+		return nil
+	}
+	for _, sub := range cmd.Commands() {
+		if sub.Name() == word || sub.HasAlias(word) {
+			return nil
+		}
+	}
+	return unknownSub(cmd, []string{word})
+}
+
+// firstPositional returns the first argument of args that is neither a flag
+// of fs nor the value of one, up to the first flag fs does not know: whether
+// that one takes a value is anyone's guess ("sepp jobs --queue emails" lacks
+// its command; "emails" is not one). "" if none.
+func firstPositional(fs *pflag.FlagSet, args []string) string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") || a == "-" {
+			if a == "--" {
+				i++
+			}
+			if i < len(args) {
+				return args[i]
+			}
+			return ""
+		}
+		var f *pflag.Flag
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "--") {
+			f = fs.Lookup(name)
+		} else if len(name) == 1 {
+			f = fs.ShorthandLookup(name)
+		}
+		if f == nil {
+			return ""
+		}
+		if !hasValue && f.NoOptDefVal == "" {
+			i++ // the flag's value
+		}
+	}
+	return ""
 }
 
 func group(use, short string, subs ...*cobra.Command) *cobra.Command {
