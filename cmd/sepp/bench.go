@@ -24,6 +24,11 @@ import (
 	"github.com/sepp-dev/sepp/internal/store/pebble"
 )
 
+const benchEnqueueLong = `Sends -n keyed enqueues from -c concurrent producers, -dup of them repeating
+an earlier key, and checks that exactly one job was created per distinct
+key. Without --addr it starts a server in this process on a fresh data
+directory. docs/benchmarks.md records the results.`
+
 // runBenchEnqueue sends N keyed enqueues from C concurrent producers and
 // checks that exactly one job was created per distinct key.
 func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {

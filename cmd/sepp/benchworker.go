@@ -17,6 +17,10 @@ import (
 	"github.com/sepp-dev/sepp/worker"
 )
 
+const benchWorkerLong = `A worker process with a no-op handler (sleeping --sleep) for every job type,
+for load and crash tests. It runs until SIGINT or SIGTERM, then shuts down
+gracefully.`
+
 // runBenchWorker is a worker process with a no-op handler (optionally
 // sleeping) for every job type: the worker side of load and crash tests. It
 // runs until SIGINT or SIGTERM, then shuts down gracefully.
@@ -34,8 +38,7 @@ func runBenchWorker(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *queues == "" {
-		fmt.Fprintln(stderr, "usage: sepp bench worker --queues Q[,Q...] [-c 16] [--sleep 0] [--record FILE]")
-		return exitCode(2)
+		return usagef("--queues is required: the comma-separated queues to work on, like --queues emails,reports")
 	}
 	var rec *os.File
 	if *record != "" {

@@ -9,9 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -417,4 +420,89 @@ func TestCLIEnqueueBatch(t *testing.T) {
 	if l, err := c.LookupIdempotencyKey(ctx, "a", "a-1"); err != nil || l.Found {
 		t.Fatalf("the refused atomic call wrote a-1: %+v %v", l, err)
 	}
+}
+
+// helpSections returns the section headings of a cobra help text ("Usage:",
+// "Flags:", ...) and whether every flag line is in cobra's style
+// ("  -h, --help   ..." or "      --config file   ..."), not the flag
+// package's ("  -config file" over an indented "    \tusage" line).
+func helpSections(help string) (sections []string, cobraFlags bool) {
+	heading := regexp.MustCompile(`^[A-Z][A-Za-z ]*:$`)
+	cobraFlag := regexp.MustCompile(`^  (-[a-zA-Z], |    )--[a-z0-9-]+( [a-zA-Z=.]+)?  `)
+	cobraFlags = true
+	inFlags := false
+	for _, line := range strings.Split(help, "\n") {
+		switch {
+		case heading.MatchString(line):
+			sections = append(sections, line)
+			inFlags = strings.HasSuffix(line, "Flags:")
+		case line == "":
+			inFlags = false
+		case inFlags && !cobraFlag.MatchString(line):
+			cobraFlags = false
+		case strings.HasPrefix(line, "    \t"):
+			cobraFlags = false
+		}
+	}
+	return sections, cobraFlags
+}
+
+// TestCLIHelpOneStyle: every command's help is cobra's: the legacy commands
+// (serve, migrate, token create, webhook test, bench ...), which parse Go
+// flags, show them in cobra's sections and flag lines, as enqueue does,
+// for --help, -h and "sepp help CMD" alike; the root's flags (--addr, --json
+// ...), which they do not take, are not listed for them.
+func TestCLIHelpOneStyle(t *testing.T) {
+	skipShort(t)
+	help := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := binRun(t, nil, args...)
+		if code != 0 || errOut != "" {
+			t.Fatalf("%v: exit %d\nstderr:\n%s", args, code, errOut)
+		}
+		return out
+	}
+	want, ok := helpSections(help("enqueue", "--help"))
+	if !ok || !slices.Equal(want, []string{"Usage:", "Flags:", "Global Flags:"}) {
+		t.Fatalf("enqueue --help: sections %q (cobra flag lines: %v)", want, ok)
+	}
+	serve := help("serve", "--help")
+	if got := help("help", "serve"); got != serve {
+		t.Errorf("sepp help serve differs from sepp serve --help:\n%s\n---\n%s", got, serve)
+	}
+	if got := help("serve", "-h"); got != serve {
+		t.Errorf("sepp serve -h differs from sepp serve --help:\n%s\n---\n%s", got, serve)
+	}
+	for _, w := range []string{"\nUsage:\n  sepp serve [--config FILE] [--check-config] [flags]\n", "\nFlags:\n",
+		"      --check-config ", "      --config file ", "  -h, --help ", `(default "info")`} {
+		if !strings.Contains(serve, w) {
+			t.Errorf("sepp serve --help lacks %q:\n%s", w, serve)
+		}
+	}
+	root := newRoot(&cliEnv{})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if c.HasSubCommands() {
+			for _, s := range c.Commands() {
+				walk(s)
+			}
+			return
+		}
+		path := strings.Fields(c.CommandPath())[1:]
+		out := help(append(path, "--help")...)
+		got, ok := helpSections(out)
+		if !ok || len(got) < 2 || got[0] != "Usage:" || got[1] != "Flags:" || len(got) > 3 {
+			t.Errorf("%v --help: sections %q, cobra flag lines %v, want those of enqueue (%q):\n%s", path, got, ok, want, out)
+		}
+		if c.DisableFlagParsing && (len(got) != 2 || strings.Contains(out, "--json               print the API's JSON")) {
+			t.Errorf("%v --help lists the root's flags, which it does not take:\n%s", path, out)
+		}
+		if !strings.Contains(out, "\nUsage:\n  "+c.CommandPath()) || !strings.Contains(out, "  -h, --help ") {
+			t.Errorf("%v --help: no usage line or -h:\n%s", path, out)
+		}
+	}
+	walk(root)
 }

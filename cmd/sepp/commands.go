@@ -220,31 +220,80 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 }
 
 // legacy is a command that parses its own Go-style flags (serve, bench ...):
-// they accept -n as well as --n, as they always did.
-func legacy(env *cliEnv, use, short string, fn func(args []string, stdout, stderr io.Writer) error) *cobra.Command {
-	c := legacyCmd(env, use, short, fn)
-	// "sepp help serve" shows the command's own flags, as "sepp serve -h".
-	c.SetHelpFunc(func(*cobra.Command, []string) { fn([]string{"-h"}, env.stdout, env.stdout) })
+// they accept -n as well as --n, as they always did. Its help is cobra's,
+// like every other command's: fn's flag set, shown in cobra's Flags section
+// ("sepp serve --help" and "sepp help serve" alike).
+func legacy(env *cliEnv, use, short, long string, fn legacyFunc) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short, Long: long, DisableFlagParsing: true}
+	c.RunE = runE(func(cmd *cobra.Command, args []string) error {
+		for _, a := range args {
+			if a == "--" {
+				break
+			}
+			if a == "-json" || a == "--json" || a == "--json=true" || a == "-json=true" {
+				env.cf.json = true // errors as JSON too
+			}
+		}
+		err := fn(args, env.stdout, env.stderr)
+		var h *helpRequested
+		if errors.As(err, &h) {
+			legacyHelp(cmd, h.fs)
+			return nil
+		}
+		return err
+	})
+	c.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+		var h *helpRequested
+		if err := fn([]string{"-h"}, io.Discard, io.Discard); errors.As(err, &h) {
+			legacyHelp(cmd, h.fs)
+		}
+	})
+	// Global Flags would list --addr, --json ...: the root's, which a
+	// legacy command does not parse (those that talk to a server have their
+	// own --addr, in Flags).
+	c.SetUsageTemplate(legacyUsageTemplate)
 	return c
 }
 
-func legacyCmd(env *cliEnv, use, short string, fn func(args []string, stdout, stderr io.Writer) error) *cobra.Command {
-	return &cobra.Command{Use: use, Short: short, DisableFlagParsing: true,
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			flagOut := env.stderr
-			for _, a := range args {
-				if a == "--" {
-					break
-				}
-				if a == "-h" || a == "-help" || a == "--help" {
-					flagOut = env.stdout // help goes to stdout
-				}
-				if a == "-json" || a == "--json" || a == "--json=true" || a == "-json=true" {
-					env.cf.json = true // errors as JSON too
-				}
-			}
-			return fn(args, env.stdout, flagOut)
-		})}
+// legacyFunc runs a legacy command: it parses args with a Go flag set of its
+// own (parseInterspersed), so -h returns a *helpRequested.
+type legacyFunc func(args []string, stdout, stderr io.Writer) error
+
+// legacyUsageTemplate is cobra's usage template with the Flags section
+// showing the legacy command's own flag set (legacyHelp), and no Global
+// Flags section: cobra's flag sets of the command hold the root's flags
+// (--addr, --json ...), which a legacy command does not parse; those that
+// talk to a server have their own --addr.
+var legacyUsageTemplate = func() string {
+	const flags = `{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{.LocalFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}`
+	const global = `{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}`
+	t := (&cobra.Command{}).UsageTemplate()
+	if !strings.Contains(t, flags) || !strings.Contains(t, global) {
+		panic("cobra's usage template has changed: update legacyUsageTemplate")
+	}
+	t = strings.Replace(t, flags, `
+
+Flags:
+{{index .Annotations "legacyFlags" | trimTrailingWhitespaces}}`, 1)
+	return strings.Replace(t, global, "", 1)
+}()
+
+// legacyHelp prints cmd's help, in cobra's style, with the flags of fs.
+func legacyHelp(cmd *cobra.Command, fs *flag.FlagSet) {
+	pfs := pflag.NewFlagSet(cmd.Name(), pflag.ContinueOnError)
+	pfs.AddGoFlagSet(fs)
+	pfs.BoolP("help", "h", false, "help for "+cmd.Name())
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations["legacyFlags"] = pfs.FlagUsages()
+	cmd.Parent().HelpFunc()(cmd, nil)
 }
 
 func newRoot(env *cliEnv) *cobra.Command {
@@ -264,8 +313,8 @@ func newRoot(env *cliEnv) *cobra.Command {
 	env.cf.register(root.PersistentFlags())
 
 	root.AddCommand(
-		legacy(env, "serve", "run the server (no config needed): serve [--config FILE] [--check-config]", runServe),
-		legacy(env, "migrate", "apply the store's schema migrations and exit: migrate [--config FILE]", runMigrate),
+		legacy(env, "serve [--config FILE] [--check-config]", "run the server (no config needed)", serveLong, runServe),
+		legacy(env, "migrate [--config FILE]", "apply the store's schema migrations and exit", migrateLong, runMigrate),
 		enqueueCmd(env),
 		enqueueBatchCmd(env),
 		group("job", "show or cancel a job", jobCmd(env, "get", "show a job"), jobCmd(env, "cancel", "cancel a job that has not finished")),
@@ -275,13 +324,13 @@ func newRoot(env *cliEnv) *cobra.Command {
 		group("jobs", "list jobs", jobsListCmd(env)),
 		group("dlq", "the dead letter: list, requeue or purge dead jobs", dlqListCmd(env), dlqCmd(env, "requeue"), dlqCmd(env, "purge")),
 		group("token", "API tokens",
-			legacy(env, "create", "a new API token: its secret, and the [[auth.tokens]] lines: create --name N --roles R,R [--queues Q,Q]", runTokenCreate)),
+			legacy(env, "create --name N --roles R,R [--queues Q,Q]", "a new API token: its secret, and the [[auth.tokens]] lines", tokenCreateLong, runTokenCreate)),
 		group("webhook", "webhooks",
-			legacy(env, "test", "send a signed POST to a [[webhooks]] path: test --path P --key K --body @FILE|TEXT [--scheme S --secret-env NAME]", runWebhookTest)),
+			legacy(env, "test --path P --key K --body @FILE|TEXT [--scheme S --secret-env NAME]", "send a signed POST to a [[webhooks]] path", webhookTestLong, runWebhookTest)),
 		group("bench", "benchmarks",
-			legacy(env, "enqueue", "measure keyed enqueue throughput: enqueue [-n 100000] [-c 32] [-dup 0.2] [-payload 256]", runBenchEnqueue),
-			legacy(env, "e2e", "measure enqueue-to-completion throughput", runBenchE2E),
-			legacy(env, "worker", "a no-op worker process, for load and crash tests: worker --queues Q", runBenchWorker)),
+			legacy(env, "enqueue [-n 100000] [-c 32] [-dup 0.2] [-payload 256]", "measure keyed enqueue throughput", benchEnqueueLong, runBenchEnqueue),
+			legacy(env, "e2e [-n 20000] [-p 32] [-c 64]", "measure enqueue-to-completion throughput", benchE2ELong, runBenchE2E),
+			legacy(env, "worker --queues Q", "a no-op worker process, for load and crash tests", benchWorkerLong, runBenchWorker)),
 		&cobra.Command{Use: "version", Short: "print the version", Args: cobra.NoArgs,
 			Run: func(cmd *cobra.Command, args []string) { fmt.Fprintln(env.stdout, "sepp", version) }},
 	)
@@ -290,15 +339,19 @@ func newRoot(env *cliEnv) *cobra.Command {
 
 // parseInterspersed parses the Go-style flags of a legacy command, which may
 // come before or after positional arguments ("sepp bench worker x -c 4"),
-// and returns the positionals.
+// and returns the positionals. -h, -help and --help return a *helpRequested
+// for the command to print its help in cobra's style; a flag it does not
+// know is a usage error, in cobra's words.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard) // the flag package's own messages and usage
+	fs.Usage = func() {}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, exitCode(0)
+				return nil, &helpRequested{fs}
 			}
-			return nil, exitCode(2)
+			return nil, usagef("%s", goFlagError(err))
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -307,4 +360,30 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// helpRequested is a legacy command's -h: its flag set, to show.
+type helpRequested struct{ fs *flag.FlagSet }
+
+func (h *helpRequested) Error() string { return "help requested" }
+
+// goFlagError words an error of the flag package as cobra words its own:
+// "unknown flag: --bogus", and flags with two dashes.
+func goFlagError(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag: " + dashes(name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "flag needs an argument: " + dashes(name)
+	}
+	return strings.Replace(msg, " for flag -", " for flag --", 1)
+}
+
+// dashes writes a flag name as it is typed: -n, --name.
+func dashes(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }

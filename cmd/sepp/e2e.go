@@ -16,6 +16,11 @@ import (
 	"github.com/sepp-dev/sepp/worker"
 )
 
+const benchE2ELong = `Enqueues -n keyed jobs from -p producers and processes them with -c worker
+goroutines running a no-op handler; reports enqueue throughput, processing
+throughput and enqueue-to-start latency. Without --addr it starts a server
+in this process on a fresh data directory.`
+
 // runBenchE2E enqueues N keyed jobs and processes them with C worker
 // goroutines running a no-op handler, and reports enqueue throughput,
 // processing throughput and enqueue-to-start latency.

@@ -33,6 +33,12 @@ const shutdownGrace = 30 * time.Second
 // and wallClock is only compared with it.
 var wallClock = time.Now
 
+const serveLong = `Runs the server: the API, the dashboard and /metrics on one port. Without
+--config, the defaults and the SEPP_* environment variables apply (an
+embedded store in ./sepp-data, 127.0.0.1:50051); docs/configuration.md has
+every key. SIGTERM and SIGINT stop it gracefully; SIGHUP reloads its TLS
+files.`
+
 func runServe(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sepp serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -253,6 +259,10 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
+
+const migrateLong = `Applies the store's schema migrations and exits, saying which it applied.
+For PostgreSQL, run it to upgrade the schema before rolling out new nodes
+(every node also applies them at start, one at a time).`
 
 // runMigrate applies the store's schema migrations and exits: for
 // PostgreSQL, to upgrade the schema before rolling out new nodes (every node

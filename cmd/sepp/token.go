@@ -15,6 +15,11 @@ import (
 	"github.com/sepp-dev/sepp/internal/config"
 )
 
+const tokenCreateLong = `Makes a new API token: a random secret, printed once, and the
+[[auth.tokens]] lines, with the secret's SHA-256, to add to the server's
+config. The server never stores the secret, so it cannot be shown again.
+docs/security.md describes the roles.`
+
 // runTokenCreate makes a new API token: a random secret, printed once, and
 // the [[auth.tokens]] lines with its SHA-256 for the server's config. The
 // server never stores the secret, so it cannot be shown again.
@@ -30,8 +35,7 @@ func runTokenCreate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "sepp token create: unexpected argument %q\n", pos[0])
-		return exitCode(2)
+		return usagef("unexpected argument %q: the name goes in --name", pos[0])
 	}
 	secret, snippet, err := newToken(*name, splitList(*roles), splitList(*queues))
 	if err != nil {

@@ -17,9 +17,7 @@ import (
 	"time"
 )
 
-const webhookTestUsage = `usage: sepp webhook test --path /hooks/NAME --key K --body @FILE|TEXT [flags]
-
-Sends one POST to a [[webhooks]] path, signed as the sender would sign it,
+const webhookTestLong = `Sends one POST to a [[webhooks]] path, signed as the sender would sign it,
 and prints the status and the body of the answer. It exits 1 unless the
 answer is a 2xx.
 
@@ -31,11 +29,6 @@ answer is a 2xx.
 
 func runWebhookTest(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sepp webhook test", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, webhookTestUsage+"\nFlags:\n")
-		fs.PrintDefaults()
-	}
 	addr := os.Getenv("SEPP_ADDR")
 	if addr == "" {
 		addr = defaultAddr
@@ -59,9 +52,11 @@ func runWebhookTest(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 || *path == "" {
-		fmt.Fprint(stderr, webhookTestUsage)
-		return exitCode(2)
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q: the body goes in --body", pos[0])
+	}
+	if *path == "" {
+		return usagef("--path is required: the [[webhooks]] path to POST to, like --path /hooks/github")
 	}
 	if !strings.HasPrefix(*path, "/") {
 		return fmt.Errorf("--path %q: must start with /, like /hooks/github", *path)

@@ -118,7 +118,7 @@ secret_env = "SEPP_TEST_GITHUB_SECRET"
 	}
 
 	// Usage errors.
-	if _, stderr, err := cli(t, "webhook", "test", addr); err != exitCode(2) || !strings.Contains(stderr, "usage: sepp webhook test") {
+	if _, stderr, err := cli(t, "webhook", "test", addr); err != exitCode(2) || !strings.Contains(stderr, "--path is required") || !strings.Contains(stderr, "Run 'sepp webhook test --help' for usage.") {
 		t.Fatalf("no --path: %v %q", err, stderr)
 	}
 	if _, _, err := cli(t, "webhook", "test", addr, "--path", "/hooks/custom", "--scheme", "github"); err == nil || !strings.Contains(err.Error(), "--secret-env") {
