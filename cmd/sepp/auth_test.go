@@ -144,3 +144,29 @@ func TestTokenCreate(t *testing.T) {
 		}
 	}
 }
+
+// TestCLITokenCreateUsage: the real binary refuses token create's flag
+// mistakes as usage errors (exit 2) that name the flag and, for a role, the
+// roles there are.
+func TestCLITokenCreateUsage(t *testing.T) {
+	skipShort(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--name", "x", "--roles", "writer"}, `sepp: --roles: unknown role "writer"; the roles are: producer, worker, reader, admin` + "\n"},
+		{[]string{"--name", "x", "--roles", "admin,admin"}, `sepp: --roles: "admin" is listed twice; list each role once` + "\n"},
+		{[]string{"--name", "x"}, "sepp: --roles is required: a comma-separated list of producer, worker, reader, admin\n"},
+		{[]string{"--roles", "admin"}, "sepp: --name is required"},
+		{[]string{"--name", "x", "--roles", "admin", "extra"}, `sepp: unexpected argument "extra"`},
+	} {
+		out, errOut, code := binRun(t, nil, append([]string{"token", "create"}, tc.args...)...)
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, tc.want) || !strings.HasSuffix(errOut, "Run 'sepp token create --help' for usage.\n") {
+			t.Errorf("token create %v: exit %d, want 2\nstdout:\n%s\nstderr:\n%s\nwant stderr starting %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	_, errOut, code := binRun(t, nil, "token", "create", "--name", "x", "--roles", "writer", "--json")
+	if e := jsonErr(t, "--roles writer --json", errOut); code != 2 || e.Reason != "USAGE" || !strings.Contains(e.Message, `unknown role "writer"`) {
+		t.Errorf("--roles writer --json: exit %d\n%s", code, errOut)
+	}
+}

@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,7 +29,7 @@ func runTokenCreate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sepp token create", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	name := fs.String("name", "", "the token's `name`, shown in logs and errors (required)")
-	roles := fs.String("roles", "", "comma-separated `roles`, of producer, worker, reader, admin (required)")
+	roles := fs.String("roles", "", "comma-separated `roles`, of "+strings.Join(config.Roles, ", ")+" (required)")
 	queues := fs.String("queues", "", "comma-separated queue names or globs like 'payments*' the token is limited to (default: every queue)")
 	jsonOut := fs.Bool("json", false, "print {name, secret, secretSha256, config} as JSON")
 	pos, err := parseInterspersed(fs, args)
@@ -56,10 +58,15 @@ func runTokenCreate(args []string, stdout, stderr io.Writer) error {
 // [[auth.tokens]] lines for it, checked by the config's own validation.
 func newToken(name string, roles, queues []string) (secret, snippet string, err error) {
 	if name == "" {
-		return "", "", fmt.Errorf("token create: --name is required: the name logs and errors show for the token, like --name billing-api")
+		return "", "", usagef("--name is required: the name logs and errors show for the token, like --name billing-api")
 	}
 	if len(roles) == 0 {
-		return "", "", fmt.Errorf("token create: --roles is required: a comma-separated list of producer, worker, reader, admin")
+		return "", "", usagef("--roles is required: a comma-separated list of %s", strings.Join(config.Roles, ", "))
+	}
+	for _, r := range roles {
+		if !slices.Contains(config.Roles, r) {
+			return "", "", usagef("--roles: unknown role %q; the roles are: %s", r, strings.Join(config.Roles, ", "))
+		}
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -77,6 +84,13 @@ func newToken(name string, roles, queues []string) (secret, snippet string, err 
 	}
 	snippet = sb.String()
 	if _, err := config.Parse("the new token", []byte(snippet)); err != nil {
+		// The flags made the lines: name the flag, not the line.
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			if key, ok := strings.CutPrefix(ce.Key, "auth.tokens[0]."); ok {
+				return "", "", usagef("--%s: %s", key, ce.Msg)
+			}
+		}
 		return "", "", fmt.Errorf("token create: %w", err)
 	}
 	return secret, snippet, nil
