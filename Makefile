@@ -1,6 +1,6 @@
 # Every target is a plain go command; read them to run them by hand.
 
-.PHONY: generate lint test race bench ci
+.PHONY: generate lint test race bench ci ci-full
 
 ## generate: rebuild gen/ from proto/ with the tool versions pinned in tools/go.mod
 generate:
@@ -16,14 +16,18 @@ lint:
 test:
 	go test ./...
 
-## race: the race detector on the server, store and SDK
+## race: the race detector on the server, store and SDK (the packages listed in .ci/race-packages)
 race:
-	go test -race ./internal/server/... ./internal/wakeup/... ./internal/sweep/... ./internal/store/... ./internal/testserver/... ./worker/... ./effect/... ./inbox/... .
+	go test -race $$(grep -v '^#' .ci/race-packages)
 
 ## bench: keyed enqueue throughput, 100k jobs, 32 producers, 256-byte payloads
 bench:
 	go run ./cmd/sepp bench enqueue -n 100000 -c 32 -payload 256
 
-## ci: what CI runs
+## ci: what CI runs (the default tier)
 ci:
 	bash .ci/run
+
+## ci-full: CI's full tier: longer fault campaigns and fuzzing, every client crash test variant
+ci-full:
+	SEPP_CI_FULL=1 bash .ci/run
