@@ -1,6 +1,7 @@
 // Package config loads sepp's configuration: an optional TOML file
-// (conventionally sepp.toml) with the sections [server], [storage] and
-// [[queues]], overridden by a few SEPP_* environment variables.
+// (conventionally sepp.toml) with the sections [server], [storage],
+// [limits], [auth], [[queues]] and [[webhooks]], overridden by a few SEPP_*
+// environment variables.
 //
 // Every key is optional and a missing file is fine: Default holds the values
 // used for anything not set. Load (or LoadWith, which takes the environment

@@ -1,6 +1,8 @@
 // Package server serves Sepp's API. One port answers gRPC (grpc-go's own
-// HTTP/2 transport), and the Connect protocol and gRPC-Web over HTTP/1.1
-// (connect-go), with gRPC reflection, gRPC health and Prometheus /metrics.
+// HTTP/2 transport), and the Connect protocol and gRPC-Web over HTTP/1.1 and
+// cleartext HTTP/2 (connect-go on net/http; the splitter hands an HTTP/2
+// connection to grpc-go only when its first request is a gRPC call), with
+// gRPC reflection, gRPC health and Prometheus /metrics.
 // The same handler implementations serve both stacks; this package is the one
 // place where errors become wire codes (errors.go).
 package server

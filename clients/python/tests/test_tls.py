@@ -1,6 +1,6 @@
-"""TLS and token options of connect(): the server has no TLS of its own yet, so a TLS
-terminator on loopback (like a load balancer in front of Sepp) forwards the
-bytes to the real server. Certificates come from a throwaway CA made with
+"""TLS and token options of connect(), through a TLS terminator on loopback
+(like a load balancer in front of Sepp) that forwards the bytes to the real
+server; the server's own TLS is tested in the Go suite (cmd/sepp/tls_test.go). Certificates come from a throwaway CA made with
 the openssl CLI."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-//! TLS with the `rustls` feature. The server has no TLS yet, so a TLS
-//! terminator on loopback (like a load balancer in front of Sepp) forwards to
-//! the real server. Certificates come from the openssl CLI.
+//! TLS with the `rustls` feature, through a TLS terminator on loopback (like a
+//! load balancer in front of Sepp) that forwards to the real server; the
+//! server's own TLS is tested in the Go suite (cmd/sepp/tls_test.go). Certificates come from the openssl CLI.
 //!
 //! Run with `cargo test --features rustls` (ci.sh does).
 

@@ -1,5 +1,5 @@
-//! The bearer token goes out on every call. The server has no `[auth]` yet,
-//! so a plain forwarder in front of the real server looks at the wire.
+//! The bearer token goes out on every call: a plain forwarder in front of the
+//! real server looks at the wire.
 
 mod common;
 

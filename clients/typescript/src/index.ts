@@ -48,8 +48,10 @@ export const nodeTransportFactory: TransportFactory = (
     jsonOptions: { ignoreUnknownFields: true },
   };
   // gRPC runs over HTTP/2 (h2c for http://), one multiplexed connection.
-  // The Connect protocol and gRPC-Web go over HTTP/1.1: a Sepp server hands
-  // every cleartext HTTP/2 connection to its gRPC stack, which speaks gRPC only.
+  // The Connect protocol and gRPC-Web go over HTTP/1.1, which every proxy and
+  // browser speaks. (A Sepp server also answers them over cleartext HTTP/2:
+  // it hands such a connection to its gRPC stack only when its first request
+  // is a gRPC call.)
   const http1 = { ...common, httpVersion: "1.1" as const, nodeOptions };
   switch (options.protocol ?? "grpc") {
     case "connect":
