@@ -101,6 +101,9 @@ func shorten(s string, n int) string {
 // listJobs prints one page of jobs as a table, or as JSON.
 func listJobs(env *cliEnv, req sepp.ListJobsRequest) error {
 	cf := &env.cf
+	if err := checkRange("--limit", int64(req.PageSize), 1, maxListLimit, "jobs per page"); err != nil {
+		return err
+	}
 	var page *sepp.JobPage
 	if err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
 		page, err = c.ListJobs(ctx, req)
@@ -139,9 +142,13 @@ func listJobs(env *cliEnv, req sepp.ListJobsRequest) error {
 	return nil
 }
 
+// maxListLimit is the most jobs ListJobs returns a page: the server's
+// limit on page_size.
+const maxListLimit = 1000
+
 func jobListFlags(fs *pflag.FlagSet, req *sepp.ListJobsRequest) {
 	fs.StringVar(&req.Queue, "queue", "", "only this queue")
-	fs.IntVar(&req.PageSize, "limit", 100, "jobs per page (at most 1000)")
+	fs.IntVar(&req.PageSize, "limit", 100, fmt.Sprintf("jobs per page (1 to %d)", maxListLimit))
 	fs.StringVar(&req.PageToken, "page-token", "", "the next page, as printed by the previous one")
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -46,8 +45,8 @@ func runBenchEnqueue(args []string, stdout, stderr io.Writer) error {
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
-	if *n < 1 || *c < 1 || *dup < 0 || *dup >= 1 || *payloadSize < 0 {
-		return errors.New("want -n >= 1, -c >= 1, 0 <= -dup < 1, -payload >= 0")
+	if *n < 1 || *c < 1 || *dup < 0 || *dup >= 1 || *payloadSize < 0 || *inFlight < 0 {
+		return usagef("want -n >= 1, -c >= 1, 0 <= -dup < 1, -payload >= 0, -in-flight >= 0")
 	}
 
 	target, stop, err := bf.start(stdout)

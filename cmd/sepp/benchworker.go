@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -39,6 +40,12 @@ func runBenchWorker(args []string, stdout, stderr io.Writer) error {
 	}
 	if *queues == "" {
 		return usagef("--queues is required: the comma-separated queues to work on, like --queues emails,reports")
+	}
+	if err := checkRange("-c", int64(*c), 1, math.MaxInt64, "worker goroutines"); err != nil {
+		return err
+	}
+	if *sleep < 0 {
+		return usagef("--sleep %v: want 0 or more", *sleep)
 	}
 	var rec *os.File
 	if *record != "" {

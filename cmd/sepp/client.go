@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -39,6 +40,14 @@ func (f *clientFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.json, "json", false, "print the API's JSON instead of a table (errors too, on stderr)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "give up after this long (enqueue-batch: per batch)")
 	f.conn.register(fs) // --token, --ca-file, --cert-file, --key-file (clienttls.go)
+}
+
+// check refuses a --timeout that would give up before a call begins.
+func (f *clientFlags) check() error {
+	if f.timeout <= 0 {
+		return usagef("--timeout %v: want more than 0, like 10s", f.timeout)
+	}
+	return nil
 }
 
 // connect makes a client for the flags' server.
@@ -196,6 +205,12 @@ func enqueueCmd(env *cliEnv) *cobra.Command {
 			if req.RunAt, err = parseRunAt(runAt); err != nil {
 				return usagef("--%v", err)
 			}
+		}
+		if err := checkRange("--priority", int64(priority), math.MinInt32, math.MaxInt32, "higher runs first"); err != nil {
+			return err
+		}
+		if err := checkRange("--max-attempts", int64(maxAttempts), 0, math.MaxInt32, "0: the queue's max_attempts"); err != nil {
+			return err
 		}
 		req.Priority = int32(priority)
 		req.MaxAttempts = int32(maxAttempts)

@@ -506,3 +506,47 @@ func TestCLIHelpOneStyle(t *testing.T) {
 	}
 	walk(root)
 }
+
+// TestCLINumericFlagsChecked: a numeric flag out of its range is refused by
+// the CLI before any call, as a usage error (exit 2) naming the flag and
+// the range, not as the server's error about its field (page_size).
+func TestCLINumericFlagsChecked(t *testing.T) {
+	skipShort(t)
+	srv := testserver.Start(t, testserver.Options{})
+	addr := "--addr=" + srv.URL
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"jobs", "list", "--limit", "-1"}, "sepp: --limit -1: want 1 to 1000 (jobs per page)\nRun 'sepp jobs list --help' for usage.\n"},
+		{[]string{"jobs", "list", "--limit", "0"}, "sepp: --limit 0: want 1 to 1000 (jobs per page)\n"},
+		{[]string{"dlq", "list", "--limit", "1001"}, "sepp: --limit 1001: want 1 to 1000 (jobs per page)\nRun 'sepp dlq list --help' for usage.\n"},
+		{[]string{"enqueue", "--queue", "q", "--type", "t", "--priority", "3000000000"},
+			"sepp: --priority 3000000000: want -2147483648 to 2147483647 (higher runs first)\n"},
+		{[]string{"enqueue", "--queue", "q", "--type", "t", "--max-attempts", "-1"},
+			"sepp: --max-attempts -1: want 0 to 2147483647 (0: the queue's max_attempts)\n"},
+		{[]string{"queues", "--timeout", "0s"}, "sepp: --timeout 0s: want more than 0, like 10s\n"},
+		{[]string{"enqueue-batch", "--file", "-", "--batch-size", "0"}, "sepp: --batch-size 0: want at least 1\n"},
+		{[]string{"webhook", "test", "--path", "/hooks/x", "--timeout", "-1s"}, "sepp: --timeout -1s: want more than 0, like 10s\n"},
+		{[]string{"bench", "worker", "--queues", "q", "-c", "0"}, "sepp: -c 0: want 1 or more (worker goroutines)\n"},
+	} {
+		out, errOut, code := binRun(t, nil, append(tc.args, addr)...)
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, tc.want) {
+			t.Errorf("%v: exit %d, want 2\nstdout:\n%s\nstderr:\n%s\nwant stderr starting %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	_, errOut, code := binRun(t, nil, "jobs", "list", "--limit", "-1", addr, "--json")
+	if e := jsonErr(t, "--limit -1 --json", errOut); code != 2 || e.Reason != "USAGE" || !strings.HasPrefix(e.Message, "--limit -1: ") {
+		t.Errorf("--limit -1 --json: exit %d\n%s", code, errOut)
+	}
+	// Nothing reached the server (no queue q), and the limits themselves
+	// are accepted.
+	out, errOut, code := binRun(t, nil, "queues", addr, "--json")
+	if code != 0 || !strings.Contains(out, `"queues": []`) {
+		t.Errorf("queues after the refused enqueues: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = binRun(t, nil, "jobs", "list", "--limit", "1000", addr, "--json")
+	if code != 0 || !strings.Contains(out, `"jobs": []`) {
+		t.Errorf("--limit 1000: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -311,6 +311,7 @@ func newRoot(env *cliEnv) *cobra.Command {
 	}
 	root.SetVersionTemplate("sepp {{.Version}}\n")
 	env.cf.register(root.PersistentFlags())
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return env.cf.check() }
 
 	root.AddCommand(
 		legacy(env, "serve [--config FILE] [--check-config]", "run the server (no config needed)", serveLong, runServe),

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,8 +36,8 @@ func runBenchE2E(args []string, stdout, stderr io.Writer) error {
 	if _, err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
-	if *n < 1 || *producers < 1 || *c < 1 {
-		return errors.New("want -n, -p and -c >= 1")
+	if *n < 1 || *producers < 1 || *c < 1 || *payloadSize < 0 || *rate < 0 {
+		return usagef("want -n, -p and -c >= 1, -payload and -rate >= 0")
 	}
 	target, stop, err := bf.start(stdout)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"syscall"
@@ -51,6 +52,24 @@ type usageError struct{ msg string }
 func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// checkRange refuses a numeric flag outside lo..hi (no upper bound when hi
+// is math.MaxInt64) as a usage error that names the flag and its range;
+// note, if any, says what the numbers mean. The CLI checks what it can
+// before a call, so the answer names --limit, not the server's page_size.
+func checkRange(flag string, v, lo, hi int64, note string) error {
+	if v >= lo && v <= hi {
+		return nil
+	}
+	want := fmt.Sprintf("%d to %d", lo, hi)
+	if hi == math.MaxInt64 {
+		want = fmt.Sprintf("%d or more", lo)
+	}
+	if note != "" {
+		want += " (" + note + ")"
+	}
+	return usagef("%s %d: want %s", flag, v, want)
+}
 
 func main() {
 	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

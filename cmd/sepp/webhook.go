@@ -58,6 +58,9 @@ func runWebhookTest(args []string, stdout, stderr io.Writer) error {
 	if *path == "" {
 		return usagef("--path is required: the [[webhooks]] path to POST to, like --path /hooks/github")
 	}
+	if *timeout <= 0 {
+		return usagef("--timeout %v: want more than 0, like 10s", *timeout)
+	}
 	if !strings.HasPrefix(*path, "/") {
 		return fmt.Errorf("--path %q: must start with /, like /hooks/github", *path)
 	}
