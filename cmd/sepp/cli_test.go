@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,11 +246,46 @@ func TestMigrate(t *testing.T) {
 	cfg := filepath.Join(dir, "sepp.toml")
 	os.WriteFile(cfg, []byte("[storage]\npath = \""+filepath.Join(dir, "data")+"\"\n"), 0o644)
 	out, _, err := cli(t, "migrate", "--config", cfg)
-	if err != nil || !strings.Contains(out, "embedded store in "+filepath.Join(dir, "data")+": schema up to date") {
+	if err != nil || out != "embedded store in "+filepath.Join(dir, "data")+": applied migration 0001_layout\n" {
 		t.Fatalf("migrate: %v %q", err, out)
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "data", "MANIFEST-*")); len(m) == 0 {
 		t.Fatal("no Pebble database (MANIFEST-*) after migrate")
+	}
+	out, _, err = cli(t, "migrate", "--config", cfg)
+	if err != nil || out != "embedded store in "+filepath.Join(dir, "data")+": schema up to date (1 migration)\n" {
+		t.Fatalf("migrate again: %v %q", err, out)
+	}
+}
+
+// TestCLIMigratePostgres: the real binary's migrate, on a schema of its own,
+// names the migrations it applied, in order, and then says the schema is up
+// to date with how many it has.
+func TestCLIMigratePostgres(t *testing.T) {
+	skipShort(t)
+	url := testserver.PostgresSchema(t, "cli_migrate")
+	entries, err := os.ReadDir("../../internal/store/postgres/migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".sql"))
+	}
+	if len(names) < 3 {
+		t.Fatalf("migrations: %v", names)
+	}
+	cfg := filepath.Join(t.TempDir(), "sepp.toml")
+	os.WriteFile(cfg, []byte("[storage]\nbackend = \"postgres\"\nurl = \""+url+"\"\n"), 0o644)
+	out, errOut, code := binRun(t, nil, "migrate", "--config", cfg)
+	want := ": applied migrations " + strings.Join(names, ", ") + "\n"
+	if code != 0 || !strings.HasPrefix(out, "postgres store in postgres://") || !strings.HasSuffix(out, want) {
+		t.Fatalf("migrate on a new schema: exit %d\nstdout:\n%s\nstderr:\n%s\nwant it to end %q", code, out, errOut, want)
+	}
+	out, errOut, code = binRun(t, nil, "migrate", "--config", cfg)
+	want = fmt.Sprintf(": schema up to date (%d migrations)\n", len(names))
+	if code != 0 || !strings.HasSuffix(out, want) {
+		t.Fatalf("migrate again: exit %d\nstdout:\n%s\nstderr:\n%s\nwant it to end %q", code, out, errOut, want)
 	}
 }
 

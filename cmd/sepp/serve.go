@@ -282,9 +282,22 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var done store.Migrations
+	if m, ok := st.(store.Migrator); ok {
+		done = m.Migrations()
+	}
 	if err := st.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s store in %s: schema up to date\n", cfg.Storage.Backend, where)
+	fmt.Fprintf(stdout, "%s store in %s: %s\n", cfg.Storage.Backend, where, migrationsDone(done))
 	return nil
+}
+
+// migrationsDone says what Open did to the schema: "applied migrations
+// 0001_init, 0002_release_key_on", or "schema up to date (3 migrations)".
+func migrationsDone(m store.Migrations) string {
+	if len(m.Applied) > 0 {
+		return fmt.Sprintf("applied %s %s", plural(int64(len(m.Applied)), "migration"), strings.Join(m.Applied, ", "))
+	}
+	return fmt.Sprintf("schema up to date (%d %s)", m.Known, plural(int64(m.Known), "migration"))
 }

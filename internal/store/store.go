@@ -564,6 +564,23 @@ type Recoverer interface {
 	Recovery() Recovery
 }
 
+// Migrations is what a store's Open did to its schema (the embedded store:
+// its key layout).
+type Migrations struct {
+	// Applied names the migrations Open applied, in order, like
+	// "0002_release_key_on"; empty when the schema was up to date.
+	Applied []string
+	// Known is the number of migrations this binary knows: the schema is at
+	// the newest of them once Open returns.
+	Known int
+}
+
+// Migrator is implemented by stores that apply schema migrations at Open,
+// to report which (sepp migrate).
+type Migrator interface {
+	Migrations() Migrations
+}
+
 // RuleKey is one uniqueness rule as a job meets it: the rule's name, the
 // key its fields give the job, and the rule's window.
 type RuleKey struct {

@@ -112,7 +112,8 @@ type Store struct {
 	ack           *ackMark
 	acked, marked ackCount // writer-only after Open
 
-	recovery store.Recovery // what Open replayed and found damaged
+	recovery   store.Recovery   // what Open replayed and found damaged
+	migrations store.Migrations // what Open's migrate applied
 
 	// failed is set by the syncer when a commit could not be made durable;
 	// from then on nothing is applied, answered as done or read (fail).
@@ -289,13 +290,23 @@ func (s *Store) migrate() error {
 	if err != nil {
 		return fmt.Errorf("pebble: %w", err)
 	}
+	s.migrations = store.Migrations{Known: len(layouts)}
 	for _, m := range pending {
 		// Version 1 is the layout of an empty database: nothing to rewrite.
 		if err := s.db.Set(schemaKey, []byte(strconv.Itoa(m.Version)), pebble.Sync); err != nil {
 			return fmt.Errorf("pebble: migration %s: %w", m.Name, err)
 		}
+		s.migrations.Applied = append(s.migrations.Applied, m.Name)
 	}
 	return nil
+}
+
+// Migrations implements store.Migrator: the layout versions Open recorded
+// (0001_layout for a new database).
+func (s *Store) Migrations() store.Migrations {
+	m := s.migrations
+	m.Applied = append([]string(nil), m.Applied...)
+	return m
 }
 
 // SchemaKey is the key that holds the layout version, for tests that make a

@@ -48,6 +48,7 @@ type Store struct {
 	pool          *pgxpool.Pool
 	onCommit      func(ops, jobs int, d time.Duration)
 	onKeyReleased func(queue string, n int)
+	migrations    store.Migrations // what Open applied; set before Open returns
 }
 
 var _ store.Store = (*Store)(nil)
@@ -132,8 +133,20 @@ func (s *Store) DBTime(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
+// Migrations implements store.Migrator: the migrations Open applied (none
+// when another node had applied them first).
+func (s *Store) Migrations() store.Migrations {
+	m := s.migrations
+	m.Applied = append([]string(nil), m.Applied...)
+	return m
+}
+
+// migrate applies the pending migrations in one transaction, under the
+// advisory lock, and records them in s.migrations once it commits.
 func (s *Store) migrate(ctx context.Context) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	var done store.Migrations
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		done = store.Migrations{}
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
 			return fmt.Errorf("postgres: migration lock: %w", err)
 		}
@@ -144,6 +157,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("postgres: %w", err)
 		}
+		done.Known = len(known)
 		var applied int
 		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM sepp_schema_migrations`).Scan(&applied); err != nil {
 			return err
@@ -163,9 +177,14 @@ func (s *Store) migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, `INSERT INTO sepp_schema_migrations (version) VALUES ($1)`, m.Version); err != nil {
 				return err
 			}
+			done.Applied = append(done.Applied, strings.TrimSuffix(m.Name, ".sql"))
 		}
 		return nil
 	})
+	if err == nil {
+		s.migrations = done
+	}
+	return err
 }
 
 // translate is the one place PostgreSQL errors are turned into errors a
