@@ -60,7 +60,7 @@ func (f *clientFlags) connect(ctx context.Context) (*sepp.Client, error) {
 	}
 	c, err := sepp.NewClient(ctx, f.addr, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w\n(is the server running? start it with: sepp serve)", err)
+		return nil, f.conn.explainConnect(f.addr, err) // clienttls.go
 	}
 	return c, nil
 }

@@ -187,3 +187,48 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 		t.Fatal("the server exited")
 	}
 }
+
+// TestCLITransportErrors: the real binary says what is wrong with the
+// address or the CA when a TLS handshake can tell (exit 1: a mistake to fix,
+// not an outage), and keeps the hint to start a server for a refused
+// connection (exit 4).
+func TestCLITransportErrors(t *testing.T) {
+	skipShort(t)
+	ca := testserver.NewCA(t, "Sepp Test CA")
+	other := testserver.NewCA(t, "Some Other CA")
+	tlsSrv := testserver.Start(t, testserver.Options{Config: "[server]\n" + testserver.TLSConfig(ca.Server(t, "server"), nil)})
+	plain := testserver.Start(t, testserver.Options{})
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"http:// to a TLS server", []string{"--addr", "http://" + tlsSrv.Addr}, 1,
+			"sepp: cannot reach the server at http://" + tlsSrv.Addr + ": the server speaks TLS: use https://" + tlsSrv.Addr + "\n"},
+		{"https:// without --ca-file", []string{"--addr", tlsSrv.URL}, 1,
+			"sepp: cannot reach the server at " + tlsSrv.URL + `: the server's certificate is not signed by a CA you trust: pass --ca-file with the PEM certificate of the CA that signed it ("Sepp Test CA") (or set SEPP_CA_FILE)` + "\n"},
+		{"https:// with another CA", []string{"--addr", tlsSrv.URL, "--ca-file", other.File}, 1,
+			"sepp: cannot reach the server at " + tlsSrv.URL + ": the server's certificate is not signed by a CA you trust (--ca-file " + other.File + `): pass --ca-file with the PEM certificate of the CA that signed it ("Sepp Test CA")` + "\n"},
+		{"https:// to a plain server", []string{"--addr", "https://" + plain.Addr}, 1,
+			"sepp: cannot reach the server at https://" + plain.Addr + ": the server does not speak TLS: use http://" + plain.Addr + "\n"},
+		{"refused", []string{"--addr", "http://127.0.0.1:1"}, 4, "(is the server running? start it with: sepp serve)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := binRun(t, nil, append([]string{"queues", "--timeout", "5s"}, tc.args...)...)
+			if code != tc.code || out != "" || !strings.HasSuffix(errOut, tc.want) {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s\nwant stderr ending %q", code, tc.code, out, errOut, tc.want)
+			}
+			if tc.code == 1 && strings.Contains(errOut, "sepp serve") {
+				t.Errorf("the hint to start a server, for a server that runs:\n%s", errOut)
+			}
+		})
+	}
+	_, errOut, code := binRun(t, nil, "queues", "--addr", "http://"+tlsSrv.Addr, "--json")
+	if e := jsonErr(t, "http:// to TLS --json", errOut); code != 1 || !strings.Contains(e.Message, "the server speaks TLS: use https://") {
+		t.Errorf("http:// to a TLS server --json: exit %d\n%s", code, errOut)
+	}
+	if out, errOut, code := binRun(t, nil, "queues", "--addr", tlsSrv.URL, "--ca-file", ca.File); code != 0 {
+		t.Errorf("https:// with the right --ca-file: exit %d\n%s%s", code, out, errOut)
+	}
+}
