@@ -1,6 +1,6 @@
 # Every target is a plain go command; read them to run them by hand.
 
-.PHONY: generate lint test race bench ci ci-full
+.PHONY: generate lint test race bench ci release ci-full
 
 ## generate: rebuild gen/ from proto/ with the tool versions pinned in tools/go.mod
 generate:
@@ -23,6 +23,11 @@ race:
 ## bench: keyed enqueue throughput, 100k jobs, 32 producers, 256-byte payloads
 bench:
 	go run ./cmd/sepp bench enqueue -n 100000 -c 32 -payload 256
+
+## release: every release artifact and SHA256SUMS into dist/ (docs/releasing.md);
+##          VERSION defaults to the tag of HEAD: make release [VERSION=v0.1.0] [OUT=dir]
+release:
+	bash release/build.sh "$(VERSION)" "$(OUT)"
 
 ## ci: what CI runs (the default tier)
 ci:

@@ -3,9 +3,12 @@
 # its builder stage and deploy/check.sh runs it in CI, so both build the
 # binary the same way. A static binary (CGO_ENABLED=0), without paths of the
 # build machine (-trimpath) or debug symbols (-s -w), with its version set
-# (sepp version prints it).
+# (sepp version prints it). release/build.sh runs it too, once per platform:
+# GOOS and GOARCH come from the environment, as for any go build, so the flags
+# live here only.
 #
 #   sh deploy/build.sh OUT [VERSION]     run from the repository root
+#   GOOS=darwin GOARCH=arm64 sh deploy/build.sh OUT [VERSION]
 set -eu
 out="${1:?usage: deploy/build.sh OUT [VERSION]}"
 version="${2:-dev}"
