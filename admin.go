@@ -91,14 +91,35 @@ func (c *Client) PurgeDeadJobs(ctx context.Context, sel DeadJobs) (int64, error)
 	return res.GetPurged(), nil
 }
 
-// PauseQueue stops delivery from a queue. Enqueues still succeed.
-func (c *Client) PauseQueue(ctx context.Context, queue string) error {
-	_, err := c.admin.PauseQueue(ctx, &seppv1.PauseQueueRequest{Queue: queue})
+// PauseOptions tune PauseQueue and ResumeQueue. The zero value is the
+// default.
+type PauseOptions struct {
+	// Create pauses (or resumes) a queue the server does not know: one
+	// neither declared in [[queues]] nor holding jobs (none ListQueues
+	// lists). Without it, the default, the server refuses such a queue with
+	// ErrUnknownQueue, as most likely a mistyped name. Set it to pause a
+	// queue before its first job.
+	Create bool
+}
+
+// PauseQueue stops delivery from a queue. Enqueues still succeed. A queue
+// the server does not know is refused with ErrUnknownQueue unless
+// opts.Create (opts is optional; only the first is read).
+func (c *Client) PauseQueue(ctx context.Context, queue string, opts ...PauseOptions) error {
+	_, err := c.admin.PauseQueue(ctx, &seppv1.PauseQueueRequest{Queue: queue, Create: firstPauseOptions(opts).Create})
 	return fromRPC(ctx, err)
 }
 
-// ResumeQueue resumes delivery from a paused queue.
-func (c *Client) ResumeQueue(ctx context.Context, queue string) error {
-	_, err := c.admin.ResumeQueue(ctx, &seppv1.ResumeQueueRequest{Queue: queue})
+// ResumeQueue resumes delivery from a paused queue. A queue the server does
+// not know is refused with ErrUnknownQueue unless opts.Create.
+func (c *Client) ResumeQueue(ctx context.Context, queue string, opts ...PauseOptions) error {
+	_, err := c.admin.ResumeQueue(ctx, &seppv1.ResumeQueueRequest{Queue: queue, Create: firstPauseOptions(opts).Create})
 	return fromRPC(ctx, err)
+}
+
+func firstPauseOptions(opts []PauseOptions) PauseOptions {
+	if len(opts) == 0 {
+		return PauseOptions{}
+	}
+	return opts[0]
 }

@@ -248,7 +248,8 @@ func TestPausedQueueDeliversNothing(t *testing.T) {
 	t.Parallel()
 	_, c := setup(t, "")
 	ctx := context.Background()
-	if err := c.PauseQueue(ctx, "q"); err != nil {
+	// Paused before its first job: a queue the server does not know yet.
+	if err := c.PauseQueue(ctx, "q", sepp.PauseOptions{Create: true}); err != nil {
 		t.Fatal(err)
 	}
 	ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t"})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,8 +44,11 @@ func queuesCmd(env *cliEnv) *cobra.Command {
 func queuePauseCmd(env *cliEnv, pause bool) *cobra.Command {
 	verb := map[bool]string{true: "pause", false: "resume"}[pause]
 	short := map[bool]string{true: "stop delivery from QUEUE (enqueues still succeed)", false: "restart delivery from QUEUE"}[pause]
-	cmd := &cobra.Command{Use: verb + " QUEUE", Short: short, Args: cobra.ExactArgs(1)}
+	cmd := &cobra.Command{Use: verb + " QUEUE [--create]", Short: short, Args: cobra.ExactArgs(1)}
 	var conf confirmFlags
+	var opts sepp.PauseOptions
+	cmd.Flags().BoolVar(&opts.Create, "create", false,
+		verb+" a queue the server does not know yet (not declared in [[queues]], no jobs); without it such a name is refused as a likely typo")
 	if pause {
 		conf.register(cmd.Flags())
 	}
@@ -52,8 +56,7 @@ func queuePauseCmd(env *cliEnv, pause bool) *cobra.Command {
 		cf := &env.cf
 		queue := args[0]
 		if pause && conf.dryRun {
-			return cf.say(env.stdout, map[string]any{"dryRun": true, "queue": queue, "wouldPause": true},
-				fmt.Sprintf("dry run: would pause delivery from queue %s; nothing done", queue))
+			return pauseDryRun(env, queue, opts)
 		}
 		if pause {
 			if err := confirm(env, conf, "pause delivery from queue %s?", queue); err != nil {
@@ -62,9 +65,9 @@ func queuePauseCmd(env *cliEnv, pause bool) *cobra.Command {
 		}
 		err := cf.call(func(ctx context.Context, c *sepp.Client) error {
 			if pause {
-				return c.PauseQueue(ctx, queue)
+				return c.PauseQueue(ctx, queue, opts)
 			}
-			return c.ResumeQueue(ctx, queue)
+			return c.ResumeQueue(ctx, queue, opts)
 		})
 		if err != nil {
 			return err
@@ -76,6 +79,30 @@ func queuePauseCmd(env *cliEnv, pause bool) *cobra.Command {
 		return cf.output(env.stdout, &seppv1.ResumeQueueResponse{}, rows)
 	})
 	return cmd
+}
+
+// pauseDryRun says what queue pause would do: pause the queue, or be
+// refused for a queue the server does not know (the queues it lists are
+// those it knows), as the server refuses it.
+func pauseDryRun(env *cliEnv, queue string, opts sepp.PauseOptions) error {
+	cf := &env.cf
+	known := opts.Create
+	if !known {
+		var qs []sepp.QueueInfo
+		if err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
+			qs, err = c.ListQueues(ctx)
+			return err
+		}); err != nil {
+			return err
+		}
+		known = slices.ContainsFunc(qs, func(q sepp.QueueInfo) bool { return q.Name == queue })
+	}
+	if !known {
+		return &sepp.Error{Code: "not_found", Reason: sepp.ErrUnknownQueue.Error(), Index: -1, Metadata: map[string]string{"queue": queue},
+			Message: fmt.Sprintf("dry run: queue %q is not declared and has no jobs; pausing it would be refused: declare it in [[queues]] or pass --create to pause it before its first job", queue)}
+	}
+	return cf.say(env.stdout, map[string]any{"dryRun": true, "queue": queue, "wouldPause": true},
+		fmt.Sprintf("dry run: would pause delivery from queue %s; nothing done", queue))
 }
 
 func plural(n int64, word string) string {

@@ -550,3 +550,57 @@ func TestCLINumericFlagsChecked(t *testing.T) {
 		t.Errorf("--limit 1000: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestCLIQueuePauseUnknown: the real binary's queue pause and resume of a
+// queue the server does not know (not declared, no jobs) exit 3 with the
+// server's UNKNOWN_QUEUE and what to do, and leave nothing listed; --create
+// pauses it; a declared queue or one with jobs needs no --create.
+func TestCLIQueuePauseUnknown(t *testing.T) {
+	skipShort(t)
+	srv := testserver.Start(t, testserver.Options{Config: "[[queues]]\nname = \"mail\"\n"})
+	addr := "--addr=" + srv.URL
+	const refused = `sepp: UNKNOWN_QUEUE: queue "nosuchqueue" is not declared and has no jobs; declare it in [[queues]] or pass --create (create: true) to pause it before its first job` + "\n"
+	out, errOut, code := binRun(t, nil, "queue", "pause", "nosuchqueue", "--yes", addr)
+	if code != 3 || out != "" || errOut != refused {
+		t.Fatalf("queue pause nosuchqueue --yes: exit %d, want 3\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	_, errOut, code = binRun(t, nil, "queue", "resume", "nosuchqueue", addr)
+	if code != 3 || !strings.Contains(errOut, `sepp: UNKNOWN_QUEUE: queue "nosuchqueue" is not declared and has no jobs, so it is not paused`) {
+		t.Fatalf("queue resume nosuchqueue: exit %d, want 3\n%s", code, errOut)
+	}
+	_, errOut, code = binRun(t, nil, "queue", "pause", "nosuchqueue", "--yes", addr, "--json")
+	if e := jsonErr(t, "pause --json", errOut); code != 3 || e.Reason != "UNKNOWN_QUEUE" || e.Code != "not_found" || e.Metadata["queue"] != "nosuchqueue" {
+		t.Fatalf("queue pause nosuchqueue --json: exit %d\n%s", code, errOut)
+	}
+	out, errOut, code = binRun(t, nil, "queue", "pause", "nosuchqueue", "--dry-run", addr)
+	if code != 3 || out != "" || !strings.Contains(errOut, "dry run: queue \"nosuchqueue\" is not declared and has no jobs; pausing it would be refused") {
+		t.Fatalf("queue pause nosuchqueue --dry-run: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, _, _ := binRun(t, nil, "queues", addr); strings.Contains(out, "nosuchqueue") {
+		t.Fatalf("the refused pauses left the queue listed:\n%s", out)
+	}
+
+	for _, args := range [][]string{
+		{"queue", "pause", "later", "--create", "--dry-run"},
+		{"queue", "pause", "later", "--create", "--yes"},
+		{"queue", "resume", "later"}, // known now: its pause flag
+		{"queue", "pause", "mail", "--yes"},
+		{"enqueue", "--queue", "emails", "--type", "receipt"},
+		{"queue", "pause", "emails", "--dry-run"},
+		{"queue", "pause", "emails", "--yes"},
+	} {
+		if out, errOut, code := binRun(t, nil, append(args, addr)...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	out, _, _ = binRun(t, nil, "queues", addr, "--json")
+	var qs seppv1.ListQueuesResponse
+	apiJSON(t, "queues", out, &qs)
+	paused := map[string]bool{}
+	for _, q := range qs.Queues {
+		paused[q.Name] = q.Paused
+	}
+	if len(paused) != 3 || paused["later"] || !paused["mail"] || !paused["emails"] {
+		t.Fatalf("queues: %v, want later resumed, mail and emails paused", paused)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"connectrpc.com/connect"
+
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/internal/store"
 )
@@ -152,16 +154,28 @@ func (a *adminService) PurgeDeadJobs(ctx context.Context, req *seppv1.PurgeDeadJ
 }
 
 func (a *adminService) PauseQueue(ctx context.Context, req *seppv1.PauseQueueRequest) (*seppv1.PauseQueueResponse, error) {
-	return &seppv1.PauseQueueResponse{}, a.setPaused(ctx, req.GetQueue(), true)
+	return &seppv1.PauseQueueResponse{}, a.setPaused(ctx, req.GetQueue(), true, req.GetCreate())
 }
 
 func (a *adminService) ResumeQueue(ctx context.Context, req *seppv1.ResumeQueueRequest) (*seppv1.ResumeQueueResponse, error) {
-	return &seppv1.ResumeQueueResponse{}, a.setPaused(ctx, req.GetQueue(), false)
+	return &seppv1.ResumeQueueResponse{}, a.setPaused(ctx, req.GetQueue(), false, req.GetCreate())
 }
 
-func (a *adminService) setPaused(ctx context.Context, queue string, paused bool) error {
+// setPaused pauses or resumes queue. A queue the server does not know
+// (knownQueue) is refused unless create: a mistyped name would otherwise be
+// answered "paused" and stay listed, paused, while the real queue delivers.
+func (a *adminService) setPaused(ctx context.Context, queue string, paused, create bool) error {
 	if aerr := a.s.checkQueue(queue); aerr != nil {
 		return aerr
+	}
+	if !create {
+		known, err := a.knownQueue(ctx, queue)
+		if err != nil {
+			return err
+		}
+		if !known {
+			return unknownQueueToPause(queue, paused)
+		}
 	}
 	if err := a.s.store.SetQueuePaused(ctx, &store.SetQueuePausedParams{Queue: queue, Paused: paused}); err != nil {
 		return err
@@ -175,4 +189,34 @@ func (a *adminService) setPaused(ctx context.Context, queue string, paused bool)
 		a.s.wake.Notify(queue)
 	}
 	return nil
+}
+
+// knownQueue reports whether ListQueues lists queue: it is declared in
+// [[queues]], or the store has jobs, dedup records or a pause flag of it.
+func (a *adminService) knownQueue(ctx context.Context, queue string) (bool, error) {
+	if a.s.cfg.Declared(queue) {
+		return true, nil
+	}
+	stats, err := a.s.store.ListQueues(ctx, &store.ListQueuesParams{Now: a.s.now()})
+	if err != nil {
+		return false, err
+	}
+	for _, q := range stats {
+		if q.Name == queue {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// unknownQueueToPause is PauseQueue's (paused) or ResumeQueue's answer for a
+// queue the server does not know.
+func unknownQueueToPause(queue string, paused bool) *apiError {
+	msg := "queue %q is not declared and has no jobs; declare it in [[queues]] or pass --create (create: true) to pause it before its first job"
+	if !paused {
+		msg = "queue %q is not declared and has no jobs, so it is not paused; check the name (sepp queues lists the queues), or pass --create (create: true) to resume it anyway"
+	}
+	e := newError(connect.CodeNotFound, ReasonUnknownQueue, msg, queue)
+	e.metadata = map[string]string{"queue": queue}
+	return e
 }

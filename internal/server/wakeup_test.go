@@ -67,7 +67,7 @@ func TestWaitingReserveWakes(t *testing.T) {
 		}
 	})
 	t.Run("resume", func(t *testing.T) {
-		if err := c.PauseQueue(ctx, "paused"); err != nil {
+		if err := c.PauseQueue(ctx, "paused", sepp.PauseOptions{Create: true}); err != nil { // before its first job
 			t.Fatal(err)
 		}
 		c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "paused", JobType: "t"})

@@ -250,3 +250,49 @@ func TestHTTPHealthAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestPauseUnknownQueue: PauseQueue and ResumeQueue refuse a queue the
+// server does not know (not declared, nothing of it stored) with
+// UNKNOWN_QUEUE and a message that says what to do, for every client, here
+// Connect JSON as the dashboard sends it; create: true pauses it before its
+// first job, and a declared queue or one with jobs needs no create.
+func TestPauseUnknownQueue(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Config: "[[queues]]\nname = \"mail\"\n"})
+	pause, resume := srv.URL+"/sepp.v1.AdminService/PauseQueue", srv.URL+"/sepp.v1.AdminService/ResumeQueue"
+	listed := func(name string) bool {
+		_, body := postJSON(t, srv.URL+"/sepp.v1.AdminService/ListQueues", `{}`)
+		qs, _ := body["queues"].([]any)
+		for _, q := range qs {
+			if q.(map[string]any)["name"] == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, url := range []string{pause, resume} {
+		code, body := postJSON(t, url, `{"queue":"nosuchqueue"}`)
+		msg, _ := body["message"].(string)
+		if code != http.StatusNotFound || reasonOf(t, body) != "UNKNOWN_QUEUE" || !strings.Contains(msg, `queue "nosuchqueue" is not declared and has no jobs`) ||
+			!strings.Contains(msg, "--create (create: true)") {
+			t.Fatalf("%s of an unknown queue: %d %v", url, code, body)
+		}
+	}
+	if listed("nosuchqueue") {
+		t.Fatal("a refused pause left the queue listed")
+	}
+	if code, body := postJSON(t, pause, `{"queue":"later","create":true}`); code != 200 {
+		t.Fatalf("pause with create: %d %v", code, body)
+	}
+	if code, body := postJSON(t, resume, `{"queue":"later"}`); code != 200 || !listed("later") {
+		t.Fatalf("resume of the queue paused with create: %d %v", code, body)
+	}
+	if code, body := postJSON(t, pause, `{"queue":"mail"}`); code != 200 {
+		t.Fatalf("pause of a declared queue: %d %v", code, body)
+	}
+	if code, _ := postJSON(t, srv.URL+"/sepp.v1.JobService/Enqueue", `{"queue":"emails","jobType":"t"}`); code != 200 {
+		t.Fatal("enqueue")
+	}
+	if code, body := postJSON(t, pause, `{"queue":"emails"}`); code != 200 {
+		t.Fatalf("pause of a queue with a job: %d %v", code, body)
+	}
+}

@@ -540,8 +540,14 @@ func (x *PurgeDeadJobsResponse) GetPurged() int64 {
 }
 
 type PauseQueueRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// create pauses a queue the server does not know: one neither declared in
+	// [[queues]] nor holding jobs, dedup records or a pause flag (none that
+	// ListQueues lists). Without it such a queue is refused with UNKNOWN_QUEUE,
+	// as most likely a mistyped name. Set it to pause a queue before its first
+	// job.
+	Create        bool `protobuf:"varint,2,opt,name=create,proto3" json:"create,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -583,6 +589,13 @@ func (x *PauseQueueRequest) GetQueue() string {
 	return ""
 }
 
+func (x *PauseQueueRequest) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
+}
+
 type PauseQueueResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -620,8 +633,12 @@ func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
 }
 
 type ResumeQueueRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// create resumes a queue the server does not know (see
+	// PauseQueueRequest.create), which is not paused: without it the call is
+	// refused with UNKNOWN_QUEUE.
+	Create        bool `protobuf:"varint,2,opt,name=create,proto3" json:"create,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -661,6 +678,13 @@ func (x *ResumeQueueRequest) GetQueue() string {
 		return x.Queue
 	}
 	return ""
+}
+
+func (x *ResumeQueueRequest) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
 }
 
 type ResumeQueueResponse struct {
@@ -737,12 +761,14 @@ const file_sepp_v1_admin_proto_rawDesc = "" +
 	"\ajob_ids\x18\x02 \x03(\tR\x06jobIds\x12\x10\n" +
 	"\x03all\x18\x03 \x01(\bR\x03all\"/\n" +
 	"\x15PurgeDeadJobsResponse\x12\x16\n" +
-	"\x06purged\x18\x01 \x01(\x03R\x06purged\")\n" +
+	"\x06purged\x18\x01 \x01(\x03R\x06purged\"A\n" +
 	"\x11PauseQueueRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x14\n" +
-	"\x12PauseQueueResponse\"*\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06create\x18\x02 \x01(\bR\x06create\"\x14\n" +
+	"\x12PauseQueueResponse\"B\n" +
 	"\x12ResumeQueueRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x15\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06create\x18\x02 \x01(\bR\x06create\"\x15\n" +
 	"\x13ResumeQueueResponse2\xd9\x03\n" +
 	"\fAdminService\x12G\n" +
 	"\n" +
