@@ -72,23 +72,34 @@ type DeadJobs struct {
 }
 
 // RequeueDeadJobs makes the selected dead jobs available again with their
-// attempts reset, and returns how many it requeued.
+// attempts reset, and returns how many it requeued. When some of
+// sel.JobIDs name no dead job, the others are still requeued: it returns
+// their count and a *NotDeadError naming those ids.
 func (c *Client) RequeueDeadJobs(ctx context.Context, sel DeadJobs) (int64, error) {
 	res, err := c.admin.RequeueDeadJobs(ctx, &seppv1.RequeueDeadJobsRequest{Queue: sel.Queue, JobIds: sel.JobIDs, All: sel.All})
 	if err != nil {
 		return 0, fromRPC(ctx, err)
 	}
-	return res.GetRequeued(), nil
+	return res.GetRequeued(), notDead(res.GetMissingJobIds())
 }
 
 // PurgeDeadJobs deletes the selected dead jobs and returns how many. Their
-// dedup records stay until their windows end.
+// dedup records stay until their windows end. When some of sel.JobIDs name
+// no dead job, the others are still purged: it returns their count and a
+// *NotDeadError naming those ids.
 func (c *Client) PurgeDeadJobs(ctx context.Context, sel DeadJobs) (int64, error) {
 	res, err := c.admin.PurgeDeadJobs(ctx, &seppv1.PurgeDeadJobsRequest{Queue: sel.Queue, JobIds: sel.JobIDs, All: sel.All})
 	if err != nil {
 		return 0, fromRPC(ctx, err)
 	}
-	return res.GetPurged(), nil
+	return res.GetPurged(), notDead(res.GetMissingJobIds())
+}
+
+func notDead(ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return &NotDeadError{JobIDs: ids}
 }
 
 // PauseOptions tune PauseQueue and ResumeQueue. The zero value is the

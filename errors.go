@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -80,6 +81,22 @@ func init() {
 		sentinels[e.Error()] = e
 	}
 }
+
+// NotDeadError is what RequeueDeadJobs and PurgeDeadJobs return, beside the
+// count of the jobs they did requeue or purge, when some of DeadJobs.JobIDs
+// named no dead job (of DeadJobs.Queue, when given): unknown, deleted, or in
+// another state. errors.Is(err, ErrJobNotFound) holds for it.
+type NotDeadError struct {
+	// JobIDs are those ids, each once, in the order given.
+	JobIDs []string
+}
+
+func (e *NotDeadError) Error() string {
+	return "sepp: JOB_NOT_FOUND: no dead job with id " + strings.Join(e.JobIDs, ", ")
+}
+
+// Is makes errors.Is(err, ErrJobNotFound) hold.
+func (e *NotDeadError) Is(target error) bool { return target == ErrJobNotFound }
 
 // Error is an error answered by the server (or found by the client's own
 // checks before sending).

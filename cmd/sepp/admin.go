@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sepp-dev/sepp"
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
@@ -206,27 +207,33 @@ func dlqListCmd(env *cliEnv) *cobra.Command {
 	return cmd
 }
 
-// countDead counts the dead jobs sel selects, with ListJobs.
-func countDead(ctx context.Context, c *sepp.Client, sel sepp.DeadJobs) (int64, error) {
+// countDead counts the dead jobs sel selects, with ListJobs, and returns the
+// ids of sel.JobIDs that name no dead job, as the server would.
+func countDead(ctx context.Context, c *sepp.Client, sel sepp.DeadJobs) (int64, []string, error) {
 	if len(sel.JobIDs) > 0 {
 		// The listed jobs (of sel.Queue, when given too), as the server
 		// selects them.
 		var n int64
+		var missing []string
+		seen := map[string]bool{}
 		for _, id := range sel.JobIDs {
-			j, err := c.GetJob(ctx, id)
-			if errors.Is(err, sepp.ErrJobNotFound) {
+			if seen[id] {
 				continue
 			}
-			if err != nil {
-				return 0, err
+			seen[id] = true
+			j, err := c.GetJob(ctx, id)
+			if err != nil && !errors.Is(err, sepp.ErrJobNotFound) {
+				return 0, nil, err
 			}
-			if j.State == sepp.JobStateDead && (sel.Queue == "" || j.Queue == sel.Queue) {
+			if err == nil && j.State == sepp.JobStateDead && (sel.Queue == "" || j.Queue == sel.Queue) {
 				n++
+			} else {
+				missing = append(missing, id)
 			}
 		}
-		return n, nil
+		return n, missing, nil
 	}
-	req := sepp.ListJobsRequest{State: sepp.JobStateDead, PageSize: 1000}
+	req := sepp.ListJobsRequest{State: sepp.JobStateDead, PageSize: maxListLimit}
 	if !sel.All {
 		req.Queue = sel.Queue
 	}
@@ -234,11 +241,11 @@ func countDead(ctx context.Context, c *sepp.Client, sel sepp.DeadJobs) (int64, e
 	for {
 		page, err := c.ListJobs(ctx, req)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		n += int64(len(page.Jobs))
 		if page.NextPageToken == "" {
-			return n, nil
+			return n, nil, nil
 		}
 		req.PageToken = page.NextPageToken
 	}
@@ -247,8 +254,8 @@ func countDead(ctx context.Context, c *sepp.Client, sel sepp.DeadJobs) (int64, e
 func dlqCmd(env *cliEnv, verb string) *cobra.Command {
 	var sel sepp.DeadJobs
 	var conf confirmFlags
-	short := map[string]string{"requeue": "make dead jobs available again, attempts reset",
-		"purge": "delete dead jobs (their dedup records stay until their windows end)"}[verb]
+	short := map[string]string{"requeue": "make dead jobs available again, attempts reset (exit 3 if a JOB_ID is no dead job)",
+		"purge": "delete dead jobs (their dedup records stay until their windows end; exit 3 if a JOB_ID is no dead job)"}[verb]
 	cmd := &cobra.Command{Use: verb + " [--queue Q | --all | JOB_ID...]", Short: short, Args: cobra.ArbitraryArgs}
 	cmd.Flags().StringVar(&sel.Queue, "queue", "", "the dead jobs of this queue")
 	cmd.Flags().BoolVar(&sel.All, "all", false, "every dead job")
@@ -272,15 +279,19 @@ func dlqCmd(env *cliEnv, verb string) *cobra.Command {
 		}
 		if verb == "purge" && (conf.dryRun || (!conf.yes && env.stdinTTY)) {
 			var n int64
+			var missing []string
 			if err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
-				n, err = countDead(ctx, c, sel)
+				n, missing, err = countDead(ctx, c, sel)
 				return err
 			}); err != nil {
 				return err
 			}
 			if conf.dryRun {
-				return cf.say(env.stdout, map[string]any{"dryRun": true, "wouldPurge": fmt.Sprint(n)},
-					fmt.Sprintf("dry run: would purge %d dead %s %s; nothing done", n, plural(n, "job"), where))
+				if err := cf.say(env.stdout, map[string]any{"dryRun": true, "wouldPurge": fmt.Sprint(n), "missingJobIds": nonNil(missing)},
+					fmt.Sprintf("dry run: would purge %d dead %s %s; nothing done", n, plural(n, "job"), where)); err != nil {
+					return err
+				}
+				return reportNotDead(env, missing)
 			}
 			if err := confirm(env, conf, "purge %d dead %s %s?", n, plural(n, "job"), where); err != nil {
 				return err
@@ -291,11 +302,16 @@ func dlqCmd(env *cliEnv, verb string) *cobra.Command {
 			}
 		}
 		var n int64
+		var missing []string
 		err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
 			if verb == "requeue" {
 				n, err = c.RequeueDeadJobs(ctx, sel)
 			} else {
 				n, err = c.PurgeDeadJobs(ctx, sel)
+			}
+			var nd *sepp.NotDeadError
+			if errors.As(err, &nd) { // the others were done: report both
+				missing, err = nd.JobIDs, nil
 			}
 			return err
 		})
@@ -304,10 +320,38 @@ func dlqCmd(env *cliEnv, verb string) *cobra.Command {
 		}
 		key := verb + "d"
 		rows := []row{{key, fmt.Sprint(n)}}
+		var m proto.Message = &seppv1.PurgeDeadJobsResponse{Purged: n, MissingJobIds: missing}
 		if verb == "requeue" {
-			return cf.output(env.stdout, &seppv1.RequeueDeadJobsResponse{Requeued: n}, rows)
+			m = &seppv1.RequeueDeadJobsResponse{Requeued: n, MissingJobIds: missing}
 		}
-		return cf.output(env.stdout, &seppv1.PurgeDeadJobsResponse{Purged: n}, rows)
+		if err := cf.output(env.stdout, m, rows); err != nil {
+			return err
+		}
+		return reportNotDead(env, missing)
 	})
 	return cmd
+}
+
+// reportNotDead names, on stderr, the given ids that are no dead job, and
+// makes the exit status 3, after the count of those that were done is
+// printed. Under --json the printed answer carries them (missingJobIds).
+func reportNotDead(env *cliEnv, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if !env.cf.json {
+		for _, id := range ids {
+			fmt.Fprintf(env.stderr, "sepp: no dead job with id %s\n", id)
+		}
+		fmt.Fprintln(env.stderr, "(sepp dlq list shows the dead jobs; sepp job get ID, what became of one)")
+	}
+	return exitCode(exitNotFound)
+}
+
+// nonNil is list, or an empty list for nil, so that JSON prints [].
+func nonNil(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
 }

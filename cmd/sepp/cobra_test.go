@@ -309,7 +309,7 @@ func TestCLIDestructiveCommandsAsk(t *testing.T) {
 		t.Fatalf("dead jobs: %v %v", page, err)
 	}
 	out, _, code = binRun(t, nil, "dlq", "purge", page.Jobs[0].ID, "0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d", "--dry-run", addr)
-	if code != 0 || !strings.Contains(out, "would purge 1 dead job of the 2 given") {
+	if code != 3 || !strings.Contains(out, "would purge 1 dead job of the 2 given") { // 3: one id is no dead job
 		t.Fatalf("dlq purge ID... --dry-run: exit %d\n%s", code, out)
 	}
 	out, _, code = binRun(t, nil, "key", "release", "--queue", "mail", "k0", "--dry-run", addr)
@@ -602,5 +602,68 @@ func TestCLIQueuePauseUnknown(t *testing.T) {
 	}
 	if len(paused) != 3 || paused["later"] || !paused["mail"] || !paused["emails"] {
 		t.Fatalf("queues: %v, want later resumed, mail and emails paused", paused)
+	}
+}
+
+// TestCLIDeadLetterMissingIDs: dlq requeue and purge by id still do the
+// dead jobs named, and name each id that is no dead job (unknown, or in
+// another state) on stderr with exit 3; --json carries them as
+// missingJobIds; --dry-run says the same.
+func TestCLIDeadLetterMissingIDs(t *testing.T) {
+	skipShort(t)
+	srv := testserver.Start(t, testserver.Options{Config: "[[queues]]\nname = \"mail\"\nmax_attempts = 1\n"})
+	addr := "--addr=" + srv.URL
+	ctx := context.Background()
+	c, err := seppclient.Connect(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var dead []string
+	for range 2 {
+		ack, err := c.Enqueue(ctx, seppclient.EnqueueRequest{Queue: "mail", JobType: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Reserve(ctx, seppclient.ReserveRequest{Queues: []string{"mail"}})
+		if err != nil || len(r) != 1 {
+			t.Fatalf("reserve: %v %v", r, err)
+		}
+		if _, err := c.Fail(ctx, r[0].Job.ID, r[0].LeaseToken, "boom", seppclient.FailOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, ack.JobID)
+	}
+	const unknown = "0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d"
+	const hint = "(sepp dlq list shows the dead jobs; sepp job get ID, what became of one)\n"
+
+	out, errOut, code := binRun(t, nil, "dlq", "requeue", dead[0], unknown, addr)
+	if code != 3 || out != "requeued  1\n" || errOut != "sepp: no dead job with id "+unknown+"\n"+hint {
+		t.Fatalf("dlq requeue DEAD UNKNOWN: exit %d, want 3\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	out, errOut, code = binRun(t, nil, "dlq", "requeue", unknown, addr, "--json")
+	var rq seppv1.RequeueDeadJobsResponse
+	apiJSON(t, "dlq requeue --json", out, &rq)
+	if code != 3 || errOut != "" || rq.Requeued != 0 || !slices.Equal(rq.MissingJobIds, []string{unknown}) {
+		t.Fatalf("dlq requeue UNKNOWN --json: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	// dead[0] is available now: no dead job either.
+	out, errOut, code = binRun(t, nil, "dlq", "purge", dead[0], dead[1], "--dry-run", addr)
+	if code != 3 || out != "dry run: would purge 1 dead job of the 2 given; nothing done\n" || errOut != "sepp: no dead job with id "+dead[0]+"\n"+hint {
+		t.Fatalf("dlq purge --dry-run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	out, errOut, code = binRun(t, nil, "dlq", "purge", dead[0], dead[1], unknown, "--yes", addr, "--json")
+	var pg seppv1.PurgeDeadJobsResponse
+	apiJSON(t, "dlq purge --json", out, &pg)
+	if code != 3 || errOut != "" || pg.Purged != 1 || !slices.Equal(pg.MissingJobIds, []string{dead[0], unknown}) {
+		t.Fatalf("dlq purge --json: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if _, err := c.GetJob(ctx, dead[1]); !errors.Is(err, seppclient.ErrJobNotFound) {
+		t.Fatalf("the dead job named with missing ones was not purged: %v", err)
+	}
+	// All named jobs dead: exit 0, missingJobIds [].
+	out, errOut, code = binRun(t, nil, "dlq", "requeue", "--queue", "mail", addr, "--json")
+	if code != 0 || errOut != "" || !strings.Contains(out, `"missingJobIds": []`) {
+		t.Fatalf("dlq requeue --queue --json: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }

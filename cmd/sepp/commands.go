@@ -24,10 +24,12 @@ JSON (errors too, on stderr).
 
 Exit status:
   0  ok
-  1  error
+  1  error (also: --addr or --ca-file does not fit the server's TLS)
   2  usage: unknown command or flag, missing argument or required flag,
-     or a destructive command without --yes on a non-interactive stdin
-  3  not found: JOB_NOT_FOUND, UNKNOWN_QUEUE, a key lookup that finds nothing
+     a flag's value out of its range, or a destructive command without
+     --yes on a non-interactive stdin
+  3  not found: JOB_NOT_FOUND, UNKNOWN_QUEUE, a key lookup that finds nothing,
+     a dlq requeue or purge JOB_ID that is no dead job
   4  unavailable: the server is down or did not answer in time
   5  permission: UNAUTHENTICATED or PERMISSION_DENIED
 

@@ -131,13 +131,13 @@ func (a *adminService) RequeueDeadJobs(ctx context.Context, req *seppv1.RequeueD
 	if err != nil {
 		return nil, err
 	}
-	n, err := a.s.store.RequeueDead(ctx, p)
+	res, err := a.s.store.RequeueDead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	a.s.log.Info("dead jobs requeued", "queue", req.GetQueue(), "job_ids", len(req.GetJobIds()), "requeued", n)
+	a.s.log.Info("dead jobs requeued", "queue", req.GetQueue(), "job_ids", len(req.GetJobIds()), "requeued", res.N, "missing", len(res.NotDead))
 	a.s.wake.NotifyPrefix("") // any queue may have got jobs
-	return &seppv1.RequeueDeadJobsResponse{Requeued: int64(n)}, nil
+	return &seppv1.RequeueDeadJobsResponse{Requeued: int64(res.N), MissingJobIds: formatJobIDs(res.NotDead)}, nil
 }
 
 func (a *adminService) PurgeDeadJobs(ctx context.Context, req *seppv1.PurgeDeadJobsRequest) (*seppv1.PurgeDeadJobsResponse, error) {
@@ -145,12 +145,21 @@ func (a *adminService) PurgeDeadJobs(ctx context.Context, req *seppv1.PurgeDeadJ
 	if err != nil {
 		return nil, err
 	}
-	n, err := a.s.store.PurgeDead(ctx, p)
+	res, err := a.s.store.PurgeDead(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	a.s.log.Info("dead jobs purged", "queue", req.GetQueue(), "job_ids", len(req.GetJobIds()), "purged", n)
-	return &seppv1.PurgeDeadJobsResponse{Purged: int64(n)}, nil
+	a.s.log.Info("dead jobs purged", "queue", req.GetQueue(), "job_ids", len(req.GetJobIds()), "purged", res.N, "missing", len(res.NotDead))
+	return &seppv1.PurgeDeadJobsResponse{Purged: int64(res.N), MissingJobIds: formatJobIDs(res.NotDead)}, nil
+}
+
+// formatJobIDs is ids as the API writes job ids.
+func formatJobIDs(ids []store.JobID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = formatJobID(id)
+	}
+	return out
 }
 
 func (a *adminService) PauseQueue(ctx context.Context, req *seppv1.PauseQueueRequest) (*seppv1.PauseQueueResponse, error) {

@@ -380,10 +380,12 @@ type Admin interface {
 	// ListJobs lists jobs by id, oldest first, after params.After.
 	ListJobs(ctx context.Context, params *ListJobsParams) ([]*Job, error)
 	// RequeueDead makes the selected dead jobs available again with their
-	// attempts reset, and returns how many it requeued.
-	RequeueDead(ctx context.Context, params *DeadJobsParams) (int, error)
-	// PurgeDead deletes the selected dead jobs (their dedup records stay).
-	PurgeDead(ctx context.Context, params *DeadJobsParams) (int, error)
+	// attempts reset, and returns how many it requeued and which of
+	// params.IDs named no dead job.
+	RequeueDead(ctx context.Context, params *DeadJobsParams) (DeadJobsResult, error)
+	// PurgeDead deletes the selected dead jobs (their dedup records stay),
+	// and returns how many and which of params.IDs named no dead job.
+	PurgeDead(ctx context.Context, params *DeadJobsParams) (DeadJobsResult, error)
 	// SetQueuePaused pauses or resumes delivery from a queue.
 	SetQueuePaused(ctx context.Context, params *SetQueuePausedParams) error
 }
@@ -418,6 +420,16 @@ type DeadJobsParams struct {
 	Queue string
 	IDs   []JobID
 	Now   time.Time
+}
+
+// DeadJobsResult is what Store.RequeueDead or Store.PurgeDead did.
+type DeadJobsResult struct {
+	// N is the number of dead jobs requeued or purged.
+	N int
+	// NotDead lists the DeadJobsParams.IDs that named no dead job (of
+	// Queue, when set) when the call ran: unknown, deleted, or in another
+	// state. Nothing was done to them. Empty when IDs was.
+	NotDead []JobID
 }
 
 // SetQueuePausedParams are the parameters of Store.SetQueuePaused.

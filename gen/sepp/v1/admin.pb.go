@@ -392,8 +392,12 @@ func (x *RequeueDeadJobsRequest) GetAll() bool {
 }
 
 type RequeueDeadJobsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Requeued      int64                  `protobuf:"varint,1,opt,name=requeued,proto3" json:"requeued,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Requeued int64                  `protobuf:"varint,1,opt,name=requeued,proto3" json:"requeued,omitempty"`
+	// missing_job_ids are the request's job_ids that named no dead job (of
+	// queue, when given) when the call ran: unknown, deleted, or in another
+	// state. Nothing was done to them; the others were requeued.
+	MissingJobIds []string `protobuf:"bytes,2,rep,name=missing_job_ids,json=missingJobIds,proto3" json:"missing_job_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,6 +437,13 @@ func (x *RequeueDeadJobsResponse) GetRequeued() int64 {
 		return x.Requeued
 	}
 	return 0
+}
+
+func (x *RequeueDeadJobsResponse) GetMissingJobIds() []string {
+	if x != nil {
+		return x.MissingJobIds
+	}
+	return nil
 }
 
 type PurgeDeadJobsRequest struct {
@@ -496,8 +507,12 @@ func (x *PurgeDeadJobsRequest) GetAll() bool {
 }
 
 type PurgeDeadJobsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Purged        int64                  `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Purged int64                  `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	// missing_job_ids are the request's job_ids that named no dead job (of
+	// queue, when given) when the call ran: unknown, deleted, or in another
+	// state. Nothing was done to them; the others were purged.
+	MissingJobIds []string `protobuf:"bytes,2,rep,name=missing_job_ids,json=missingJobIds,proto3" json:"missing_job_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -537,6 +552,13 @@ func (x *PurgeDeadJobsResponse) GetPurged() int64 {
 		return x.Purged
 	}
 	return 0
+}
+
+func (x *PurgeDeadJobsResponse) GetMissingJobIds() []string {
+	if x != nil {
+		return x.MissingJobIds
+	}
+	return nil
 }
 
 type PauseQueueRequest struct {
@@ -753,15 +775,17 @@ const file_sepp_v1_admin_proto_rawDesc = "" +
 	"\x16RequeueDeadJobsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\ajob_ids\x18\x02 \x03(\tR\x06jobIds\x12\x10\n" +
-	"\x03all\x18\x03 \x01(\bR\x03all\"5\n" +
+	"\x03all\x18\x03 \x01(\bR\x03all\"]\n" +
 	"\x17RequeueDeadJobsResponse\x12\x1a\n" +
-	"\brequeued\x18\x01 \x01(\x03R\brequeued\"W\n" +
+	"\brequeued\x18\x01 \x01(\x03R\brequeued\x12&\n" +
+	"\x0fmissing_job_ids\x18\x02 \x03(\tR\rmissingJobIds\"W\n" +
 	"\x14PurgeDeadJobsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x17\n" +
 	"\ajob_ids\x18\x02 \x03(\tR\x06jobIds\x12\x10\n" +
-	"\x03all\x18\x03 \x01(\bR\x03all\"/\n" +
+	"\x03all\x18\x03 \x01(\bR\x03all\"W\n" +
 	"\x15PurgeDeadJobsResponse\x12\x16\n" +
-	"\x06purged\x18\x01 \x01(\x03R\x06purged\"A\n" +
+	"\x06purged\x18\x01 \x01(\x03R\x06purged\x12&\n" +
+	"\x0fmissing_job_ids\x18\x02 \x03(\tR\rmissingJobIds\"A\n" +
 	"\x11PauseQueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06create\x18\x02 \x01(\bR\x06create\"\x14\n" +

@@ -132,24 +132,27 @@ func (s *Store) ListJobs(ctx context.Context, p *store.ListJobsParams) ([]*store
 	return out, err
 }
 
-// deadJobs calls fn for each dead job p selects.
-func deadJobs(t *tx, p *store.DeadJobsParams, fn func(r *record) error) error {
+// deadJobs calls fn for each dead job p selects, and returns the ids of
+// p.IDs that name no dead job (of p.Queue).
+func deadJobs(t *tx, p *store.DeadJobsParams, fn func(r *record) error) ([]store.JobID, error) {
 	if len(p.IDs) > 0 {
+		done := map[store.JobID]bool{}
 		for _, id := range p.IDs {
 			r, err := getJob(t.b, id)
 			if err == store.ErrJobNotFound {
 				continue
 			}
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if r.State == store.JobStateDead && (p.Queue == "" || r.Queue == p.Queue) {
 				if err := fn(r); err != nil {
-					return err
+					return nil, err
 				}
+				done[id] = true
 			}
 		}
-		return nil
+		return storerule.NotDead(p.IDs, done), nil
 	}
 	prefix := finalizedPrefix(store.JobStateDead)
 	var picked []*record
@@ -166,23 +169,23 @@ func deadJobs(t *tx, p *store.DeadJobsParams, fn func(r *record) error) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, r := range picked {
 		if err := fn(r); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // RequeueDead implements store.Admin.
-func (s *Store) RequeueDead(ctx context.Context, p *store.DeadJobsParams) (int, error) {
+func (s *Store) RequeueDead(ctx context.Context, p *store.DeadJobsParams) (store.DeadJobsResult, error) {
 	now := p.Now.UnixMicro()
-	var n int
-	err := s.submit(ctx, func(t *tx) error {
-		n = 0
-		return deadJobs(t, p, func(r *record) error {
+	var res store.DeadJobsResult
+	err := s.submit(ctx, func(t *tx) (err error) {
+		res = store.DeadJobsResult{}
+		res.NotDead, err = deadJobs(t, p, func(r *record) error {
 			if err := t.unindex(r); err != nil {
 				return err
 			}
@@ -191,27 +194,29 @@ func (s *Store) RequeueDead(ctx context.Context, p *store.DeadJobsParams) (int, 
 			if err := t.index(r, now); err != nil {
 				return err
 			}
-			n++
+			res.N++
 			return t.putJob(r)
 		})
+		return err
 	})
-	return n, err
+	return res, err
 }
 
 // PurgeDead implements store.Admin.
-func (s *Store) PurgeDead(ctx context.Context, p *store.DeadJobsParams) (int, error) {
-	var n int
-	err := s.submit(ctx, func(t *tx) error {
-		n = 0
-		return deadJobs(t, p, func(r *record) error {
+func (s *Store) PurgeDead(ctx context.Context, p *store.DeadJobsParams) (store.DeadJobsResult, error) {
+	var res store.DeadJobsResult
+	err := s.submit(ctx, func(t *tx) (err error) {
+		res = store.DeadJobsResult{}
+		res.NotDead, err = deadJobs(t, p, func(r *record) error {
 			if err := t.unindex(r); err != nil {
 				return err
 			}
-			n++
+			res.N++
 			return t.del(jobKey(r.ID))
 		})
+		return err
 	})
-	return n, err
+	return res, err
 }
 
 // SetQueuePaused implements store.Admin.

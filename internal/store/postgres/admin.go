@@ -141,30 +141,35 @@ func deadSelection(p *store.DeadJobsParams, first int) (string, []any) {
 }
 
 // RequeueDead implements store.Admin.
-func (s *Store) RequeueDead(ctx context.Context, p *store.DeadJobsParams) (int, error) {
+func (s *Store) RequeueDead(ctx context.Context, p *store.DeadJobsParams) (store.DeadJobsResult, error) {
 	where, args := deadSelection(p, 2)
-	var n int
+	var res store.DeadJobsResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		res = store.DeadJobsResult{}
 		rows, err := tx.Query(ctx, `UPDATE sepp_jobs SET state = 2, attempts = 0, run_at = $1, finalized_at = NULL,
- lease_token = NULL, lease_expires_at = NULL, worker_id = NULL WHERE `+where+` RETURNING queue`,
+ lease_token = NULL, lease_expires_at = NULL, worker_id = NULL WHERE `+where+` RETURNING queue, id`,
 			append([]any{micros(p.Now)}, args...)...)
 		if err != nil {
 			return err
 		}
 		queues := map[string]bool{}
+		done := map[store.JobID]bool{}
 		for rows.Next() {
 			var q string
-			if err := rows.Scan(&q); err != nil {
+			var id pgtype.UUID
+			if err := rows.Scan(&q, &id); err != nil {
 				rows.Close()
 				return err
 			}
 			queues[q] = true
-			n++
+			done[store.JobID(id.Bytes)] = true
+			res.N++
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		res.NotDead = storerule.NotDead(p.IDs, done)
 		for q := range queues {
 			if err := notifyJobs(ctx, tx, q); err != nil {
 				return err
@@ -173,19 +178,41 @@ func (s *Store) RequeueDead(ctx context.Context, p *store.DeadJobsParams) (int, 
 		return nil
 	})
 	if err != nil {
-		return 0, translate(ctx, err)
+		return store.DeadJobsResult{}, translate(ctx, err)
 	}
-	return n, nil
+	return res, nil
 }
 
 // PurgeDead implements store.Admin.
-func (s *Store) PurgeDead(ctx context.Context, p *store.DeadJobsParams) (int, error) {
+func (s *Store) PurgeDead(ctx context.Context, p *store.DeadJobsParams) (store.DeadJobsResult, error) {
 	where, args := deadSelection(p, 1)
-	t, err := s.pool.Exec(ctx, `DELETE FROM sepp_jobs WHERE `+where, args...)
-	if err != nil {
-		return 0, translate(ctx, err)
+	if len(p.IDs) == 0 {
+		t, err := s.pool.Exec(ctx, `DELETE FROM sepp_jobs WHERE `+where, args...)
+		if err != nil {
+			return store.DeadJobsResult{}, translate(ctx, err)
+		}
+		return store.DeadJobsResult{N: int(t.RowsAffected())}, nil
 	}
-	return int(t.RowsAffected()), nil
+	rows, err := s.pool.Query(ctx, `DELETE FROM sepp_jobs WHERE `+where+` RETURNING id`, args...)
+	if err != nil {
+		return store.DeadJobsResult{}, translate(ctx, err)
+	}
+	defer rows.Close()
+	var res store.DeadJobsResult
+	done := map[store.JobID]bool{}
+	for rows.Next() {
+		var id pgtype.UUID
+		if err := rows.Scan(&id); err != nil {
+			return store.DeadJobsResult{}, translate(ctx, err)
+		}
+		done[store.JobID(id.Bytes)] = true
+		res.N++
+	}
+	if err := rows.Err(); err != nil {
+		return store.DeadJobsResult{}, translate(ctx, err)
+	}
+	res.NotDead = storerule.NotDead(p.IDs, done)
+	return res, nil
 }
 
 // SetQueuePaused implements store.Admin.

@@ -140,3 +140,18 @@ func RepeatedFail(state store.JobState, runAt int64) (res store.FailResult, ok b
 	}
 	return store.FailResult{}, false
 }
+
+// NotDead returns the ids a dead-letter requeue or purge by id did not act
+// on: those of ids not in done (the ids it requeued or purged), each once,
+// in the order given.
+func NotDead(ids []store.JobID, done map[store.JobID]bool) []store.JobID {
+	var out []store.JobID
+	seen := map[store.JobID]bool{}
+	for _, id := range ids {
+		if !done[id] && !seen[id] {
+			out = append(out, id)
+			seen[id] = true
+		}
+	}
+	return out
+}

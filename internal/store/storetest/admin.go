@@ -121,8 +121,16 @@ func testDeadLetterRequeueAndPurge(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	n, err := s.RequeueDead(ctx, &store.DeadJobsParams{Queue: "q", Now: t0.Add(time.Minute)})
-	if err != nil || n != 1 {
-		t.Fatalf("requeue: %d %v", n, err)
+	if err != nil || n.N != 1 || len(n.NotDead) != 0 {
+		t.Fatalf("requeue: %+v %v", n, err)
+	}
+	// By id: the job is available now, and the other id names nothing;
+	// neither is a dead job, each is named once, in the order given.
+	var unknown store.JobID
+	unknown[0] = 0xfe
+	n, err = s.RequeueDead(ctx, &store.DeadJobsParams{IDs: []store.JobID{id, unknown, id}, Now: t0.Add(time.Minute)})
+	if err != nil || n.N != 0 || len(n.NotDead) != 2 || n.NotDead[0] != id || n.NotDead[1] != unknown {
+		t.Fatalf("requeue of ids that are no dead jobs: %+v %v", n, err)
 	}
 	if j := getJob(t, s, id); j.State != store.JobStateAvailable || j.Attempts != 0 || !j.FinalizedAt.IsZero() {
 		t.Fatalf("requeued job: %+v", j)
@@ -134,9 +142,9 @@ func testDeadLetterRequeueAndPurge(t *testing.T, s store.Store) {
 	if _, err := s.Fail(ctx, &store.FailParams{ID: id, LeaseToken: r.LeaseToken, Error: "boom again", RetryAt: at(t0), Now: t0.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	n, err = s.PurgeDead(ctx, &store.DeadJobsParams{IDs: []store.JobID{id}, Now: t0})
-	if err != nil || n != 1 {
-		t.Fatalf("purge: %d %v", n, err)
+	n, err = s.PurgeDead(ctx, &store.DeadJobsParams{IDs: []store.JobID{unknown, id, id}, Now: t0})
+	if err != nil || n.N != 1 || len(n.NotDead) != 1 || n.NotDead[0] != unknown {
+		t.Fatalf("purge: %+v %v, want 1 purged and the unknown id not dead", n, err)
 	}
 	if _, err := s.GetJob(ctx, &store.GetJobParams{ID: id}); !errors.Is(err, store.ErrJobNotFound) {
 		t.Fatalf("purged job: %v", err)

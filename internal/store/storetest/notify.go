@@ -248,8 +248,8 @@ func testRequeueDeadNotifies(t *testing.T, _ Notify, n Nodes) {
 	}
 	since := l.barrier(t, n.A)
 	got, err := n.A.RequeueDead(ctx, &store.DeadJobsParams{IDs: []store.JobID{res.JobID}, Now: t0.Add(time.Second)})
-	if err != nil || got != 1 {
-		t.Fatalf("RequeueDead: %d, %v; want 1", got, err)
+	if err != nil || got.N != 1 {
+		t.Fatalf("RequeueDead: %+v, %v; want 1", got, err)
 	}
 	l.expectJobs(t, since, "dead-q", "RequeueDead through the other node")
 }

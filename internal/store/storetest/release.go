@@ -125,8 +125,8 @@ func testReleaseOnDeadFail(t *testing.T, s store.Store) {
 	newLast := wantReleased(t, s, later, "r", "last", last.JobID)
 
 	n, err := s.RequeueDead(ctx, &store.DeadJobsParams{Queue: "r", Now: later.Add(time.Second)})
-	if err != nil || n != 1 {
-		t.Fatalf("RequeueDead: %d %v", n, err)
+	if err != nil || n.N != 1 {
+		t.Fatalf("RequeueDead: %+v %v", n, err)
 	}
 	wantRecord(t, s, later.Add(time.Second), "r", "last", newLast)
 	if l, err := lookup(t, s, later.Add(time.Second), "r", "last"); err != nil || l.Record.JobID == last.JobID {
