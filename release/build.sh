@@ -34,9 +34,11 @@ cd "$repo"
 fail() { echo "release/build.sh: $*" >&2; exit 1; }
 say() { echo "release/build.sh: $*"; }
 
+# The commit of the release, read once: others may commit while it builds.
+commit="$(git rev-parse HEAD)"
 version="${1:-}"
 if [ -z "$version" ]; then
-  version="$(git describe --tags --exact-match 2>/dev/null)" ||
+  version="$(git describe --tags --exact-match "$commit" 2>/dev/null)" ||
     fail "HEAD has no tag: tag the release (git tag -a vX.Y.Z -m 'Sepp X.Y.Z') or name the version (make release VERSION=vX.Y.Z)"
 fi
 [[ "$version" =~ ^v?([0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?)$ ]] ||
@@ -75,15 +77,17 @@ timed() {
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
-commit="$(git rev-parse --short=12 HEAD)"
+short="${commit:0:12}"
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
-  say "note: the tree has uncommitted changes; the release is built from HEAD ($commit) without them"
+  say "note: the tree has uncommitted changes; the release is built from HEAD ($short) without them"
 fi
-say "building $tag from $commit into $out"
-git archive --format=tar HEAD | tar -x -C "$stage"
+say "building $tag from $short into $out"
+git archive --format=tar "$commit" | tar -x -C "$stage"
 # Clamp the archives' times to the commit's, so a rebuild of one commit gives
-# the same archives.
-mtime="@$(git log -1 --format=%ct HEAD)"
+# the same archives (SOURCE_DATE_EPOCH does it for the wheel).
+epoch="$(git log -1 --format=%ct "$commit")"
+mtime="@$epoch"
+export SOURCE_DATE_EPOCH="$epoch"
 
 check_version() {
   # One version, decided by the one check (internal/versioncheck).
@@ -119,7 +123,7 @@ build_docker_context() {
   # argument defaulting to this release rather than "dev".
   local ctx="$stage/docker-context"
   mkdir "$ctx"
-  git archive --format=tar HEAD | tar -x -C "$ctx"
+  git archive --format=tar "$commit" | tar -x -C "$ctx"
   grep -q '^ARG VERSION=dev$' "$ctx/Dockerfile" || fail "the Dockerfile has no 'ARG VERSION=dev' line to set to $tag"
   sed -i "s/^ARG VERSION=dev\$/ARG VERSION=$tag/" "$ctx/Dockerfile"
   tar -C "$ctx" --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" -cf - . |
