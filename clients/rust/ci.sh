@@ -48,4 +48,8 @@ echo "ci.sh: $("$cargo_bin" --version), SEPP_BIN=${SEPP_BIN:-<unset: the tests b
 # With the rustls feature, so tests/tls.rs runs (through a TLS terminator in
 # front of the real server). Each test starts its own servers; the crash
 # tests are the slow ones.
-"$cargo_bin" test --locked --features rustls
+# CI's full tier (SEPP_CI_FULL=1) also runs the tests marked #[ignore]: the
+# crash test's second variant.
+extra=()
+[ "${SEPP_CI_FULL:-0}" = 1 ] && extra=(-- --include-ignored)
+"$cargo_bin" test --locked --features rustls "${extra[@]}"
