@@ -13,7 +13,7 @@
 # The examples name localhost:50051, as the documentation does, so the
 # server listens there: this waits up to a minute for the port to be free
 # and must not run beside clients/doc-examples.sh, which uses it too.
-# Cargo's target directory is kept between runs in
+# Cargo's target directory (CARGO_TARGET_DIR, else the one below) is kept between runs in
 # ${XDG_CACHE_HOME:-~/.cache}/sepp-ci/cargo-target, npm's cache in ~/.npm.
 set -euo pipefail
 
@@ -75,7 +75,7 @@ part "installing what was missing"
 version="$(sed -n 's/^## \[\([0-9][^]]*\)\] - [0-9].*/\1/p' CHANGELOG.md | head -1)"
 [ -n "$version" ] || fail "CHANGELOG.md has no released section (## [X.Y.Z] - YYYY-MM-DD)"
 tag="v$version"
-export CARGO_TARGET_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/sepp-ci/cargo-target"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sepp-ci/cargo-target}"
 
 # It refuses a version the manifests do not state, and, on an untagged
 # commit, to guess one. Both are decided before anything is built.
