@@ -33,6 +33,7 @@ import {
   InvalidFieldError,
   isRetryable,
   newSeppError,
+  NotDeadError,
   Reason,
   SeppError,
   toSeppError,
@@ -161,6 +162,18 @@ export interface CallOptions {
 export interface BatchOptions extends CallOptions {
   /** All jobs are validated first and written together, or none is. A dedup hit is not a failure. */
   atomic?: boolean;
+}
+
+/** Options of {@link SeppClient.pauseQueue} and {@link SeppClient.resumeQueue}. */
+export interface PauseOptions extends CallOptions {
+  /**
+   * Pause (or resume) a queue the server does not know: one neither declared
+   * in `[[queues]]` nor holding jobs (none `listQueues` lists). Without it,
+   * the default, the server refuses such a queue with an
+   * {@link UnknownQueueError}, as most likely a mistyped name. Set it to
+   * pause a queue before its first job. Default false.
+   */
+  create?: boolean;
 }
 
 /**
@@ -704,30 +717,52 @@ export class SeppClient {
     return { jobs: res.jobs.map(jobFromProto), nextPageToken: res.nextPageToken };
   }
 
-  /** Requeues dead jobs (attempts reset); returns how many. */
+  /**
+   * Makes the selected dead jobs available again with their attempts reset.
+   *
+   * @returns how many it requeued.
+   * @throws {@link NotDeadError} when some of `which.jobIds` named no dead
+   * job: the others were requeued all the same, and the error's `count` says
+   * how many.
+   */
   async requeueDeadJobs(which: DeadJobs, options: CallOptions = {}): Promise<number> {
-    const res = await this.call(options.signal, () =>
-      this.admin.requeueDeadJobs({ queue: which.queue ?? "", jobIds: which.jobIds ?? [], all: which.all ?? false }, this.callOpts(options.signal)),
-    );
-    return Number(res.requeued);
+    const res = await this.call(options.signal, () => this.admin.requeueDeadJobs(deadSelection(which), this.callOpts(options.signal)));
+    return countDead(Number(res.requeued), res.missingJobIds);
   }
 
-  /** Deletes dead jobs; returns how many. */
+  /**
+   * Deletes the selected dead jobs. Their dedup records stay until their
+   * windows end.
+   *
+   * @returns how many it purged.
+   * @throws {@link NotDeadError} when some of `which.jobIds` named no dead
+   * job: the others were purged all the same, and the error's `count` says
+   * how many.
+   */
   async purgeDeadJobs(which: DeadJobs, options: CallOptions = {}): Promise<number> {
-    const res = await this.call(options.signal, () =>
-      this.admin.purgeDeadJobs({ queue: which.queue ?? "", jobIds: which.jobIds ?? [], all: which.all ?? false }, this.callOpts(options.signal)),
-    );
-    return Number(res.purged);
+    const res = await this.call(options.signal, () => this.admin.purgeDeadJobs(deadSelection(which), this.callOpts(options.signal)));
+    return countDead(Number(res.purged), res.missingJobIds);
   }
 
-  /** Stops delivery from a queue (enqueues still work). */
-  async pauseQueue(queue: string, options: CallOptions = {}): Promise<void> {
-    await this.call(options.signal, () => this.admin.pauseQueue({ queue }, this.callOpts(options.signal)));
+  /**
+   * Stops delivery from a queue (enqueues still work).
+   *
+   * @throws {@link UnknownQueueError} for a queue the server does not know
+   * (not declared, nothing stored: most likely a mistyped name), unless
+   * `options.create`.
+   */
+  async pauseQueue(queue: string, options: PauseOptions = {}): Promise<void> {
+    await this.call(options.signal, () => this.admin.pauseQueue({ queue, create: options.create ?? false }, this.callOpts(options.signal)));
   }
 
-  /** Resumes delivery from a paused queue. */
-  async resumeQueue(queue: string, options: CallOptions = {}): Promise<void> {
-    await this.call(options.signal, () => this.admin.resumeQueue({ queue }, this.callOpts(options.signal)));
+  /**
+   * Resumes delivery from a paused queue.
+   *
+   * @throws {@link UnknownQueueError} for a queue the server does not know,
+   * unless `options.create`.
+   */
+  async resumeQueue(queue: string, options: PauseOptions = {}): Promise<void> {
+    await this.call(options.signal, () => this.admin.resumeQueue({ queue, create: options.create ?? false }, this.callOpts(options.signal)));
   }
 
   // ---- internals -------------------------------------------------------
@@ -847,6 +882,17 @@ function withIndex(e: SeppError, i: number): SeppError {
     cause: e,
   });
   return copy;
+}
+
+/** The request selecting dead jobs by queue, ids or all. */
+function deadSelection(which: DeadJobs): { queue: string; jobIds: string[]; all: boolean } {
+  return { queue: which.queue ?? "", jobIds: which.jobIds ?? [], all: which.all ?? false };
+}
+
+/** `n`, or a NotDeadError carrying it when some ids named no dead job. */
+function countDead(n: number, missingJobIds: string[]): number {
+  if (missingJobIds.length > 0) throw new NotDeadError(missingJobIds, n);
+  return n;
 }
 
 function itemError(e: { code: string; reason: string; message: string; metadata?: { [key: string]: string } }): SeppError {

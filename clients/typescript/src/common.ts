@@ -10,6 +10,7 @@ export {
   type BatchingOptions,
   type CallOptions,
   type ConnectOptions,
+  type PauseOptions,
   type Protocol,
   type RetryOptions,
   type TlsOptions,

@@ -141,7 +141,11 @@ export class IdempotencyKeyEmptyError extends SeppError {}
 export class IdempotencyKeyConflictError extends SeppError {}
 /** The queue has `require_key = true` and the enqueue had no key, given or derived. */
 export class IdempotencyKeyRequiredError extends SeppError {}
-/** The queue is not declared and the server is strict. */
+/**
+ * The queue is not declared and the server is strict; or `pauseQueue` /
+ * `resumeQueue` named a queue the server does not know, without `create`
+ * (`errorMetadata.queue` names it).
+ */
 export class UnknownQueueError extends SeppError {}
 /** The queue's `job_types` do not include the job type. */
 export class UnknownJobTypeError extends SeppError {}
@@ -153,6 +157,39 @@ export class BatchTooLargeError extends SeppError {}
 export class InvalidFieldError extends SeppError {}
 /** No job has this id (or it was deleted by retention or a purge). */
 export class JobNotFoundError extends SeppError {}
+/**
+ * What `requeueDeadJobs` and `purgeDeadJobs` throw when some of the `jobIds`
+ * they were given named no dead job (of `queue`, when given): unknown,
+ * deleted, or in another state. The others were requeued or purged all the
+ * same: {@link NotDeadError.count} says how many. It is a
+ * {@link JobNotFoundError} (reason `JOB_NOT_FOUND`), as the Go client's
+ * `*sepp.NotDeadError` is `errors.Is(err, sepp.ErrJobNotFound)`.
+ *
+ * ```ts
+ * try {
+ *   await client.requeueDeadJobs({ jobIds });
+ * } catch (err) {
+ *   if (!(err instanceof NotDeadError)) throw err;
+ *   console.log(`requeued ${err.count}; no dead job with id ${err.jobIds.join(", ")}`);
+ * }
+ * ```
+ */
+export class NotDeadError extends JobNotFoundError {
+  /** The ids that named no dead job, each once, in the order given. Nothing was done to them. */
+  readonly jobIds: readonly string[];
+  /** How many of the other jobs were requeued (or purged). */
+  readonly count: number;
+
+  /**
+   * @param jobIds - the ids that named no dead job.
+   * @param count - how many jobs the call did requeue or purge.
+   */
+  constructor(jobIds: readonly string[], count: number) {
+    super(Reason.JobNotFound, `no dead job with id ${jobIds.join(", ")}`, { code: Code.NotFound });
+    this.jobIds = [...jobIds];
+    this.count = count;
+  }
+}
 /** The lease token no longer holds the job's (or the effect's) lease. */
 export class LeaseLostError extends SeppError {}
 /** Another holder is running the effect (the effect helper's `raise` mode). The worker retries such a job after a second. */
