@@ -286,16 +286,23 @@ test("Dead letter requeues a dead job after the confirmation, and the server see
   assert.equal(job.attempts, 0);
   await until("the list empties", async () => (await page.locator("tr[data-job]").count()) === 0);
 
-  // Purge, of the selected jobs, also behind the confirmation.
+  // Purge, of the selected jobs, also behind the confirmation. One of the
+  // two is purged elsewhere after it was selected: the other is purged, and
+  // the page names the one that was no longer dead.
   const refund = (await client.enqueue({ queue: "refunds", jobType: "refund", payload: "{}" })).jobId;
-  const [r] = await client.reserve({ queues: ["refunds"], maxJobs: 1, waitMs: 1000 });
-  await client.fail(r!.job.jobId, r!.leaseToken, "no such order", { permanent: true });
+  const gone = (await client.enqueue({ queue: "refunds", jobType: "refund", payload: "{}" })).jobId;
+  for (const r of await client.reserve({ queues: ["refunds"], maxJobs: 2, waitMs: 1000 })) {
+    await client.fail(r.job.jobId, r.leaseToken, "no such order", { permanent: true });
+  }
   await page.goto(`${server.addr}/ui/#/dead?queue=refunds`);
   await page.locator(`tr[data-job="${refund}"] input[type="checkbox"]`).check();
+  await page.locator(`tr[data-job="${gone}"] input[type="checkbox"]`).check();
+  assert.equal(await client.purgeDeadJobs({ jobIds: [gone] }), 1);
   await page.locator("button", { hasText: "Purge selected" }).click();
   assert.match((await page.getByRole("dialog").textContent()) ?? "", /cannot be undone/);
   await page.getByTestId("confirm").click();
   await until("Purged 1 job", async () => (await text(page, ".notice")).includes("Purged 1 job"));
+  assert.match(await text(page, '[role="alert"]'), new RegExp(`no dead job with id ${gone}`));
   await assert.rejects(client.getJob(refund), /not found|NOT_FOUND/i);
   await page.close();
 });

@@ -1,4 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
+import { NotDeadError } from "sepp/browser";
 import { api } from "../api";
 import { usePoll } from "../hooks";
 import { Confirm, ErrorBox } from "../components";
@@ -31,14 +32,19 @@ export function DeadPage(props: { query: URLSearchParams }) {
   const run = async (p: Pending) => {
     setPending(undefined);
     setActionError(undefined);
-    try {
-      const c = await api();
-      const which = p.all ? { queue, all: true } : { queue, jobIds: p.ids ?? [] };
-      const n = p.op === "requeue" ? await c.requeueDeadJobs(which) : await c.purgeDeadJobs(which);
+    const done = (n: number) => {
       setMessage(`${p.op === "requeue" ? "Requeued" : "Purged"} ${n} job${n === 1 ? "" : "s"}.`);
       setSelected(new Set());
       poll.refresh();
+    };
+    try {
+      const c = await api();
+      const which = p.all ? { queue, all: true } : { queue, jobIds: p.ids ?? [] };
+      done(p.op === "requeue" ? await c.requeueDeadJobs(which) : await c.purgeDeadJobs(which));
     } catch (err) {
+      // Some ids were no longer dead (another hand got there first): the
+      // others were done, and the error names the rest.
+      if (err instanceof NotDeadError) done(err.count);
       setActionError(err);
     }
   };
