@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 #
-# Sepp's container image: docker build -t sepp --build-arg VERSION=1.2.3 .
+# Sepp's container image: docker build -t sepp --build-arg VERSION=v0.1.0 .
 # See docs/deploy.md. The image runs
 #
 #   sepp serve --config /etc/sepp/sepp.toml
