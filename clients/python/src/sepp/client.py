@@ -50,6 +50,7 @@ from .errors import (
     IdempotencyKeyTooLongError,
     InternalError,
     InvalidFieldError,
+    NotDeadError,
     SeppError,
     UnavailableError,
     error_for,
@@ -884,26 +885,62 @@ class SeppClient:
             body["all"] = True
         return body
 
+    @staticmethod
+    def _count_dead(data: Mapping[str, Any], field: str) -> int:
+        """The count in ``data[field]``, or NotDeadError carrying it when the
+        answer lists ids that named no dead job."""
+        n = _wire.as_int(data.get(field))
+        missing = [str(i) for i in data.get("missingJobIds") or []]
+        if missing:
+            raise NotDeadError(missing, n)
+        return n
+
     async def requeue_dead_jobs(
         self, *, queue: str = "", job_ids: Optional[Iterable[str]] = None, all: bool = False
     ) -> int:
         """Makes the selected dead jobs available again with their attempts
-        reset; returns how many."""
+        reset; returns how many.
+
+        Raises :class:`NotDeadError` when some of ``job_ids`` named no dead
+        job: the others were requeued all the same, and the error's
+        ``count`` says how many.
+        """
         data = await self._rpc("sepp.v1.AdminService/RequeueDeadJobs", self._dead_selection(queue, job_ids, all))
-        return _wire.as_int(data.get("requeued"))
+        return self._count_dead(data, "requeued")
 
     async def purge_dead_jobs(
         self, *, queue: str = "", job_ids: Optional[Iterable[str]] = None, all: bool = False
     ) -> int:
         """Deletes the selected dead jobs; returns how many. Their dedup
-        records stay until their windows end."""
+        records stay until their windows end.
+
+        Raises :class:`NotDeadError` when some of ``job_ids`` named no dead
+        job: the others were purged all the same, and the error's ``count``
+        says how many.
+        """
         data = await self._rpc("sepp.v1.AdminService/PurgeDeadJobs", self._dead_selection(queue, job_ids, all))
-        return _wire.as_int(data.get("purged"))
+        return self._count_dead(data, "purged")
 
-    async def pause_queue(self, queue: str) -> None:
-        """Stops delivery from a queue. Enqueues still succeed."""
-        await self._rpc("sepp.v1.AdminService/PauseQueue", {"queue": queue})
+    @staticmethod
+    def _pause_body(queue: str, create: bool) -> Dict[str, Any]:
+        """The JSON of a PauseQueue or ResumeQueue request (create only when
+        set, so a server older than the field still reads it)."""
+        body: Dict[str, Any] = {"queue": queue}
+        if create:
+            body["create"] = True
+        return body
 
-    async def resume_queue(self, queue: str) -> None:
-        """Resumes delivery from a paused queue."""
-        await self._rpc("sepp.v1.AdminService/ResumeQueue", {"queue": queue})
+    async def pause_queue(self, queue: str, *, create: bool = False) -> None:
+        """Stops delivery from a queue. Enqueues still succeed.
+
+        A queue the server does not know (neither declared in ``[[queues]]``
+        nor holding jobs: none :meth:`list_queues` lists) is refused with
+        :class:`UnknownQueueError`, as most likely a mistyped name, unless
+        ``create`` is true. Set it to pause a queue before its first job.
+        """
+        await self._rpc("sepp.v1.AdminService/PauseQueue", self._pause_body(queue, create))
+
+    async def resume_queue(self, queue: str, *, create: bool = False) -> None:
+        """Resumes delivery from a paused queue. A queue the server does not
+        know is refused with :class:`UnknownQueueError` unless ``create``."""
+        await self._rpc("sepp.v1.AdminService/ResumeQueue", self._pause_body(queue, create))

@@ -19,7 +19,7 @@ client does not know still arrives as a plain :class:`SeppError` carrying it.
 
 from __future__ import annotations
 
-from typing import ClassVar, Dict, Mapping, Optional, Type
+from typing import ClassVar, Dict, List, Mapping, Optional, Sequence, Type
 
 __all__ = [
     "SeppError",
@@ -33,6 +33,7 @@ __all__ = [
     "BatchTooLargeError",
     "InvalidFieldError",
     "JobNotFoundError",
+    "NotDeadError",
     "LeaseLostError",
     "EffectInProgressError",
     "DuplicateJobError",
@@ -138,7 +139,9 @@ class IdempotencyKeyRequiredError(SeppError):
 
 
 class UnknownQueueError(SeppError):
-    """The queue is not declared and the server runs with ``strict = true``."""
+    """The queue is not declared and the server runs with ``strict = true``;
+    or ``pause_queue`` / ``resume_queue`` named a queue the server does not
+    know, without ``create=True`` (``metadata["queue"]`` names it)."""
 
     REASON = "UNKNOWN_QUEUE"
     CODE = "not_found"
@@ -178,6 +181,31 @@ class JobNotFoundError(SeppError):
 
     REASON = "JOB_NOT_FOUND"
     CODE = "not_found"
+
+
+class NotDeadError(JobNotFoundError):
+    """Raised by ``requeue_dead_jobs`` and ``purge_dead_jobs`` when some of
+    the ``job_ids`` given named no dead job (of ``queue``, when given):
+    unknown, deleted, or in another state. The others were requeued or purged
+    all the same. It is a :class:`JobNotFoundError`, as the Go client's
+    ``*sepp.NotDeadError`` is ``errors.Is(err, sepp.ErrJobNotFound)``::
+
+        try:
+            n = await client.requeue_dead_jobs(job_ids=ids)
+        except NotDeadError as err:
+            n = err.count                # requeued all the same
+            print("no dead job with id", ", ".join(err.job_ids))
+
+    Attributes:
+        job_ids: those ids, each once, in the order given. Nothing was done
+            to them.
+        count: how many of the other jobs were requeued (or purged).
+    """
+
+    def __init__(self, job_ids: Sequence[str], count: int) -> None:
+        self.job_ids: List[str] = list(job_ids)
+        self.count: int = count
+        super().__init__("no dead job with id " + ", ".join(self.job_ids))
 
 
 class LeaseLostError(SeppError):
