@@ -324,11 +324,14 @@ class SeppClient:
         trust_env: bool,
     ) -> "SeppClient":
         """Builds the client and checks the server (see connect)."""
+        # The package's version, read here: the package imports this module.
+        from . import __version__
+
         base = _base_url(address)
         hdrs = {
             "Content-Type": "application/json",
             "Connect-Protocol-Version": "1",
-            "User-Agent": "sepp-python/0.1",
+            "User-Agent": f"sepp-python/{__version__}",
         }
         if token:
             hdrs["Authorization"] = f"Bearer {token}"
