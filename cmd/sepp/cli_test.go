@@ -191,15 +191,23 @@ func TestCLILongKeysFollowTheServer(t *testing.T) {
 	}
 }
 
-func TestCLIQueuesJobsAndDeadLetter(t *testing.T) {
+// startMailServer starts a test server with one declared queue, "mail",
+// whose jobs die at their first failure, and a client connected to it.
+func startMailServer(t *testing.T) (*testserver.Server, *seppclient.Client) {
+	t.Helper()
 	srv := testserver.Start(t, testserver.Options{Config: "[[queues]]\nname = \"mail\"\nmax_attempts = 1\n"})
-	addr := "--addr=" + srv.URL
-	ctx := context.Background()
-	c, err := seppclient.Connect(ctx, srv.URL)
+	c, err := seppclient.Connect(context.Background(), srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return srv, c
+}
+
+func TestCLIQueuesJobsAndDeadLetter(t *testing.T) {
+	srv, c := startMailServer(t)
+	addr := "--addr=" + srv.URL
+	ctx := context.Background()
 	ack, _ := c.Enqueue(ctx, seppclient.EnqueueRequest{Queue: "mail", JobType: "t", IdempotencyKey: seppclient.Key("k")})
 	r, err := c.Reserve(ctx, seppclient.ReserveRequest{Queues: []string{"mail"}})
 	if err != nil || len(r) != 1 {

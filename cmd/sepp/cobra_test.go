@@ -246,14 +246,9 @@ func TestCLIAuthExitCode(t *testing.T) {
 // nothing; --dry-run says what would be done and does nothing; --yes does it.
 func TestCLIDestructiveCommandsAsk(t *testing.T) {
 	skipShort(t)
-	srv := testserver.Start(t, testserver.Options{Config: "[[queues]]\nname = \"mail\"\nmax_attempts = 1\n"})
+	srv, c := startMailServer(t)
 	addr := "--addr=" + srv.URL
 	ctx := context.Background()
-	c, err := seppclient.Connect(ctx, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	for i := range 3 {
 		if _, err := c.Enqueue(ctx, seppclient.EnqueueRequest{Queue: "mail", JobType: "t", IdempotencyKey: seppclient.Key(fmt.Sprint("k", i))}); err != nil {
 			t.Fatal(err)
@@ -611,14 +606,9 @@ func TestCLIQueuePauseUnknown(t *testing.T) {
 // missingJobIds; --dry-run says the same.
 func TestCLIDeadLetterMissingIDs(t *testing.T) {
 	skipShort(t)
-	srv := testserver.Start(t, testserver.Options{Config: "[[queues]]\nname = \"mail\"\nmax_attempts = 1\n"})
+	srv, c := startMailServer(t)
 	addr := "--addr=" + srv.URL
 	ctx := context.Background()
-	c, err := seppclient.Connect(ctx, srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	var dead []string
 	for range 2 {
 		ack, err := c.Enqueue(ctx, seppclient.EnqueueRequest{Queue: "mail", JobType: "t"})
