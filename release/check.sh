@@ -89,9 +89,15 @@ if ! git describe --tags --exact-match >/dev/null 2>&1; then
 fi
 part "release/build.sh refuses a wrong or missing version"
 
+# A release is built from its tag: in a clone of this commit, tag it (as
+# docs/releasing.md says; -f, should the tag name an older commit there) and
+# run the release command without a version, so the tag is what it reads.
+git clone -q --no-checkout "$repo" "$work/tagged"
+git -C "$work/tagged" checkout -q --detach "$(git rev-parse HEAD)"
+git -C "$work/tagged" -c user.name=ci -c user.email=ci@localhost tag -f -a "$tag" -m "Sepp $version" >/dev/null
 dist="$work/dist"
-bash release/build.sh "$tag" "$dist"
-part "release/build.sh $tag (the whole release)"
+bash "$work/tagged/release/build.sh" "" "$dist"
+part "release/build.sh from the tag $tag (the whole release)"
 
 # --- the folder ----------------------------------------------------------------
 (cd "$dist" && sha256sum --quiet -c SHA256SUMS) || fail "sha256sum -c SHA256SUMS failed"
