@@ -58,7 +58,7 @@ func (s *Store) replaceHits(t *tx, g *storerule.Group, op *enqueueOp) error {
 				if n.ID != e.JobID {
 					continue
 				}
-				runAt, st, ok := storerule.Replacement(j, &e.Record, n.State, op.now)
+				runAt, st, ok := storerule.Replacement(j, &e.Record, n.State, n.RunAt, op.now)
 				if ok {
 					n.Payload, n.Headers, n.Priority, n.RunAt, n.State = j.Payload, j.Headers, j.Priority, runAt, st
 					e.Fingerprint = j.Fingerprint
@@ -75,7 +75,7 @@ func (s *Store) replaceHits(t *tx, g *storerule.Group, op *enqueueOp) error {
 		if err != nil {
 			return err
 		}
-		runAt, st, ok := storerule.Replacement(j, &e.Record, storerule.VisibleState(r.State, r.RunAt, op.now), op.now)
+		runAt, st, ok := storerule.Replacement(j, &e.Record, storerule.VisibleState(r.State, r.RunAt, op.now), r.RunAt, op.now)
 		if !ok {
 			continue
 		}

@@ -393,7 +393,7 @@ func replaceHit(ctx context.Context, tx pgx.Tx, now int64, jobs []storerule.Job,
 			continue
 		}
 		// Created by this batch, copied in below.
-		runAt, st, ok := storerule.Replacement(j, rec, jobs[m].State, now)
+		runAt, st, ok := storerule.Replacement(j, rec, jobs[m].State, jobs[m].RunAt, now)
 		if ok {
 			o := &jobs[m]
 			o.Payload, o.Headers, o.Priority, o.RunAt, o.State = j.Payload, j.Headers, j.Priority, runAt, st
@@ -411,7 +411,7 @@ func replaceHit(ctx context.Context, tx pgx.Tx, now int64, jobs []storerule.Job,
 	if err != nil {
 		return err
 	}
-	newRunAt, st, ok := storerule.Replacement(j, rec, storerule.VisibleState(store.JobState(state), runAt, now), now)
+	newRunAt, st, ok := storerule.Replacement(j, rec, storerule.VisibleState(store.JobState(state), runAt, now), runAt, now)
 	if !ok {
 		return nil
 	}

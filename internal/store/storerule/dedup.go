@@ -262,18 +262,26 @@ func RuleViolated(rule string, r *Record) error {
 }
 
 // Replacement judges a hit of j, on a queue that replaces, on the original
-// job in state with the dedup record r, at now: whether the original takes
-// j's payload, headers and priority (only while it waits: scheduled or
-// available), and the run-at and state it then gets. Replace takes j's
-// run-at; debounce takes now + Debounce, never later than the first
-// enqueue + DebounceMaxWait when that is set, and never earlier than now.
-func Replacement(j *Job, r *Record, state store.JobState, now int64) (runAt int64, st store.JobState, ok bool) {
+// job in state with run-at current and the dedup record r, at now: whether
+// the original takes j's payload, headers and priority (only while it
+// waits: scheduled or available), and the run-at and state it then gets.
+// Replace takes j's run-at; debounce takes now + Debounce, never earlier
+// than current, never later than the first enqueue + DebounceMaxWait when
+// that is set, and never earlier than now.
+//
+// Never earlier than current: a request's now is read when it arrives, so
+// one that waited for the key (its transaction behind another's) can decide
+// after a request that arrived later and already pushed the run-at further.
+// Taking its own now + Debounce would move the job earlier than the later
+// request's answer said (the fault campaign's "debounced job delivered
+// early").
+func Replacement(j *Job, r *Record, state store.JobState, current, now int64) (runAt int64, st store.JobState, ok bool) {
 	if !j.Replace || (state != store.JobStateScheduled && state != store.JobStateAvailable) {
 		return 0, 0, false
 	}
 	runAt = j.RunAt
 	if j.Debounce > 0 {
-		runAt = now + j.Debounce
+		runAt = max(now+j.Debounce, current)
 		if j.DebounceMaxWait > 0 {
 			runAt = min(runAt, r.FirstEnqueuedAt+j.DebounceMaxWait)
 		}

@@ -349,3 +349,38 @@ func TestSweepHorizon(t *testing.T) {
 		t.Error("ReadsRecords: only a keyed job or a job under a rule reads dedup records")
 	}
 }
+
+// TestReplacement: the run-at and state a replacing hit gives the waiting
+// original job. A debounced job runs Debounce after the latest request, so a
+// request whose now is older than a run-at already set (it arrived first
+// but decided after a later request) never moves the job earlier.
+func TestReplacement(t *testing.T) {
+	t.Parallel()
+	const ms = int64(1000) // microseconds
+	debounce := &Job{Replace: true, Debounce: 500 * ms}
+	capped := &Job{Replace: true, Debounce: 500 * ms, DebounceMaxWait: 2000 * ms}
+	replace := &Job{Replace: true, RunAt: 7000 * ms}
+	rec := &Record{FirstEnqueuedAt: 1000 * ms}
+	for _, tc := range []struct {
+		name         string
+		j            *Job
+		state        store.JobState
+		current, now int64
+		wantRunAt    int64
+		wantState    store.JobState
+		wantOK       bool
+	}{
+		{"debounce: now + Debounce", debounce, store.JobStateScheduled, 1500 * ms, 1200 * ms, 1700 * ms, store.JobStateScheduled, true},
+		{"debounce: a stale now keeps the later run-at", debounce, store.JobStateScheduled, 1540 * ms, 870 * ms, 1540 * ms, store.JobStateScheduled, true},
+		{"debounce: capped by the first enqueue + DebounceMaxWait", capped, store.JobStateScheduled, 2900 * ms, 2800 * ms, 3000 * ms, store.JobStateScheduled, true},
+		{"debounce: never earlier than now", capped, store.JobStateAvailable, 3000 * ms, 3500 * ms, 3500 * ms, store.JobStateAvailable, true},
+		{"replace takes the request's run-at", replace, store.JobStateAvailable, 1000 * ms, 2000 * ms, 7000 * ms, store.JobStateScheduled, true},
+		{"a reserved job is not replaced", debounce, store.JobStateReserved, 1000 * ms, 2000 * ms, 0, 0, false},
+		{"a completed job is not replaced", debounce, store.JobStateCompleted, 1000 * ms, 2000 * ms, 0, 0, false},
+	} {
+		runAt, st, ok := Replacement(tc.j, rec, tc.state, tc.current, tc.now)
+		if runAt != tc.wantRunAt || st != tc.wantState || ok != tc.wantOK {
+			t.Errorf("%s: Replacement = (%d, %v, %v), want (%d, %v, %v)", tc.name, runAt, st, ok, tc.wantRunAt, tc.wantState, tc.wantOK)
+		}
+	}
+}

@@ -66,7 +66,7 @@ func testReplaceInBatch(t *testing.T, s store.Store) {
 
 // testDebounce: each hit on a debouncing queue moves the waiting original's
 // run-at to now + the delay, never past its first enqueue + the longest
-// wait; a job due now stays due.
+// wait, and never back; a job due now stays due.
 func testDebounce(t *testing.T, s store.Store) {
 	deb := func(payload string) store.EnqueueJob {
 		j := replacing("d-3", payload, 0)
@@ -90,6 +90,11 @@ func testDebounce(t *testing.T, s store.Store) {
 		if j := getJob(t, s, first.JobID); !j.RunAt.Equal(want) || j.State != store.JobStateScheduled {
 			t.Fatalf("hit %d: job %+v, want scheduled at %v", i, j, want)
 		}
+	}
+	// A request that arrived before the last one but decided after it (its
+	// now older than the run-at set) leaves the run-at where it is.
+	if r := enqueueOne(t, s, t0.Add(3*time.Second), deb(`{"n":2}`)); !r.Replaced || !r.RunAt.Equal(t0.Add(25*time.Second)) {
+		t.Fatalf("a hit with an older now: %+v, want the run-at +25s kept", r)
 	}
 	if got := reserve(t, s, t0.Add(24*time.Second), 1, "digest"); len(got) != 0 {
 		t.Fatalf("reserved before its run-at: %+v", got)
