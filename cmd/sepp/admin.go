@@ -21,11 +21,8 @@ func queuesCmd(env *cliEnv) *cobra.Command {
 	cmd := &cobra.Command{Use: "queues", Short: "jobs by state, dedup records, paused, per queue", Args: cobra.NoArgs}
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
 		cf := &env.cf
-		var qs []sepp.QueueInfo
-		if err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
-			qs, err = c.ListQueues(ctx)
-			return err
-		}); err != nil {
+		qs, err := listQueues(cf)
+		if err != nil {
 			return err
 		}
 		if cf.json {
@@ -82,6 +79,15 @@ func queuePauseCmd(env *cliEnv, pause bool) *cobra.Command {
 	return cmd
 }
 
+// listQueues is one ListQueues call.
+func listQueues(cf *clientFlags) (qs []sepp.QueueInfo, err error) {
+	err = cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
+		qs, err = c.ListQueues(ctx)
+		return err
+	})
+	return qs, err
+}
+
 // pauseDryRun says what queue pause would do: pause the queue, or be
 // refused for a queue the server does not know (the queues it lists are
 // those it knows), as the server refuses it.
@@ -89,11 +95,8 @@ func pauseDryRun(env *cliEnv, queue string, opts sepp.PauseOptions) error {
 	cf := &env.cf
 	known := opts.Create
 	if !known {
-		var qs []sepp.QueueInfo
-		if err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
-			qs, err = c.ListQueues(ctx)
-			return err
-		}); err != nil {
+		qs, err := listQueues(cf)
+		if err != nil {
 			return err
 		}
 		known = slices.ContainsFunc(qs, func(q sepp.QueueInfo) bool { return q.Name == queue })
