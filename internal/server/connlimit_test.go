@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
@@ -37,6 +39,20 @@ idle_timeout_ms = 1000
 header_timeout_ms = 3000
 body_timeout_ms = 1000
 `
+
+// resendUnavailable makes call, and makes it again (up to three times more)
+// while it fails with Unavailable. The test's own connection, too, goes
+// after a second without a call (GOAWAY), and a call sent as the GOAWAY
+// arrives fails with Unavailable; on a loaded machine the gaps between the
+// test's calls can be that long. A client resends such a call, as the SDKs
+// do (an enqueue's key makes that safe).
+func resendUnavailable(call func() error) error {
+	err := call()
+	for try := 0; status.Code(err) == codes.Unavailable && try < 3; try++ {
+		err = call()
+	}
+	return err
+}
 
 // idleKind is one way of holding a connection open without using it.
 type idleKind struct {
@@ -142,7 +158,8 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	enqueue := func() time.Duration {
 		n++
 		start := time.Now()
-		_, err := jobs.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: "attack", JobType: "t", IdempotencyKey: proto.String(fmt.Sprint("k", n))})
+		req := &seppv1.EnqueueRequest{Queue: "attack", JobType: "t", IdempotencyKey: proto.String(fmt.Sprint("k", n))}
+		err := resendUnavailable(func() error { _, err := jobs.Enqueue(ctx, req); return err })
 		if err != nil {
 			t.Fatalf("enqueue: %v", err)
 		}
@@ -213,7 +230,8 @@ func TestIdleConnectionsClosed(t *testing.T) {
 		during = append(during, enqueue())
 		time.Sleep(20 * time.Millisecond)
 	}
-	res, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+	var res *healthpb.HealthCheckResponse
+	err := resendUnavailable(func() (err error) { res, err = health.Check(ctx, &healthpb.HealthCheckRequest{}); return err })
 	if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health during the attack: %v %v", res.GetStatus(), err)
 	}
@@ -253,7 +271,7 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	res, err = health.Check(ctx, &healthpb.HealthCheckRequest{})
+	err = resendUnavailable(func() (err error) { res, err = health.Check(ctx, &healthpb.HealthCheckRequest{}); return err })
 	if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health after the attack: %v %v", res.GetStatus(), err)
 	}
