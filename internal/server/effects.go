@@ -61,11 +61,11 @@ func (e *effectService) ClaimEffect(ctx context.Context, req *seppv1.ClaimEffect
 	if aerr := checkEffectName("key", req.GetKey()); aerr != nil {
 		return nil, aerr
 	}
-	ttl, aerr := msOr("ttl_ms", req.GetTtlMs(), defaultEffectTTL)
+	ttl, aerr := msOr("ttl_ms", req.GetTtlMs(), defaultEffectTTL, defaultEffectTTL.String())
 	if aerr != nil {
 		return nil, aerr
 	}
-	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), defaultEffectLease)
+	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), defaultEffectLease, defaultEffectLease.String())
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -120,10 +120,12 @@ func claimResponse(c *store.EffectClaim) *seppv1.ClaimEffectResponse {
 
 // msOr reads a *_ms field: 0 means def, negative or beyond what a duration
 // holds (about 292 years) is an error rather than a value that wraps around.
-func msOr(field string, ms int64, def time.Duration) (time.Duration, *apiError) {
+// zero says what 0 means, for the error's message, since def may be a
+// placeholder (0 for "the queue's lease", which the store decides).
+func msOr(field string, ms int64, def time.Duration, zero string) (time.Duration, *apiError) {
 	switch {
 	case ms < 0 || ms > config.MaxMs:
-		return 0, invalidField(field, "must be between 0 and %d (0: %v), got %d", config.MaxMs, def, ms)
+		return 0, invalidField(field, "must be between 0 and %d (0: %s), got %d", config.MaxMs, zero, ms)
 	case ms == 0:
 		return def, nil
 	}
@@ -182,7 +184,7 @@ func (e *effectService) ExtendEffectLease(ctx context.Context, req *seppv1.Exten
 	if aerr != nil {
 		return nil, aerr
 	}
-	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), defaultEffectLease)
+	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), defaultEffectLease, defaultEffectLease.String())
 	if aerr != nil {
 		return nil, aerr
 	}

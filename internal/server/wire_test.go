@@ -123,6 +123,26 @@ func TestConnectJSONErrors(t *testing.T) {
 	}
 }
 
+// TestDurationFieldMessages: a *_ms field out of range is INVALID_FIELD,
+// and the message says what 0 would have meant there: the queue's lease or
+// backoff (decided by the store, not a fixed default), or the default.
+func TestDurationFieldMessages(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{})
+	const token = `"jobId":"0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d","leaseToken":"0123456789abcdef0123456789abcdef"`
+	for _, tc := range []struct{ method, body, want string }{
+		{"WorkerService/Reserve", `{"queues":["q"],"leaseMs":"-1"}`, "lease_ms: must be between 0 and 9223372036854 (0: the queue's lease_ms), got -1"},
+		{"WorkerService/Fail", `{` + token + `,"error":"x","retryAfterMs":"-1"}`, "retry_after_ms: must be between 0 and 9223372036854 (0: the queue's backoff), got -1"},
+		{"WorkerService/ExtendLease", `{` + token + `,"leaseMs":"-1"}`, "lease_ms: must be between 0 and 9223372036854 (0: refused: name the lease to extend to), got -1"},
+		{"EffectService/ClaimEffect", `{"scope":"s","key":"k","ttlMs":"-1"}`, "ttl_ms: must be between 0 and 9223372036854 (0: 24h0m0s), got -1"},
+	} {
+		status, body := postJSON(t, srv.URL+"/sepp.v1."+tc.method, tc.body)
+		if status != 400 || reasonOf(t, body) != "INVALID_FIELD" || body["message"] != tc.want {
+			t.Errorf("%s %s: %d %v; want 400 INVALID_FIELD %q", tc.method, tc.body, status, body, tc.want)
+		}
+	}
+}
+
 func dialGRPC(t *testing.T, srv *testserver.Server) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))

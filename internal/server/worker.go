@@ -50,7 +50,7 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 	if aerr := s.checkReserveLimits(len(queues), req.GetMaxJobs()); aerr != nil { // limits.go
 		return nil, aerr
 	}
-	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), 0)
+	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), 0, "the queue's lease_ms")
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -201,7 +201,7 @@ func (w *workerService) Fail(ctx context.Context, req *seppv1.FailRequest) (*sep
 	if aerr != nil {
 		return nil, aerr
 	}
-	if _, aerr := msOr("retry_after_ms", req.GetRetryAfterMs(), 0); aerr != nil {
+	if _, aerr := msOr("retry_after_ms", req.GetRetryAfterMs(), 0, "the queue's backoff"); aerr != nil {
 		return nil, aerr
 	}
 	now := s.now()
@@ -269,7 +269,7 @@ func (w *workerService) ExtendLease(ctx context.Context, req *seppv1.ExtendLease
 	if aerr != nil {
 		return nil, aerr
 	}
-	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), 0)
+	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), 0, "refused: name the lease to extend to")
 	if aerr != nil {
 		return nil, aerr
 	}
