@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -40,16 +41,20 @@ header_timeout_ms = 3000
 body_timeout_ms = 1000
 `
 
-// resendUnavailable makes call, and makes it again (up to three times more)
+// resendUnavailable makes call, and makes it again (up to five times more)
 // while it fails with Unavailable. The test's own connection, too, goes
 // after a second without a call (GOAWAY), and a call sent as the GOAWAY
 // arrives fails with Unavailable; on a loaded machine the gaps between the
 // test's calls can be that long. A client resends such a call, as the SDKs
-// do (an enqueue's key makes that safe).
-func resendUnavailable(call func() error) error {
-	err := call()
-	for try := 0; status.Code(err) == codes.Unavailable && try < 3; try++ {
-		err = call()
+// do (an enqueue's key makes that safe). The resends wait for the
+// connection to be back (WaitForReady: a call made while it reconnects
+// would fail at once), for at most 10 s each.
+func resendUnavailable(call func(context.Context, ...grpc.CallOption) error) error {
+	err := call(context.Background())
+	for try := 0; status.Code(err) == codes.Unavailable && try < 5; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = call(ctx, grpc.WaitForReady(true))
+		cancel()
 	}
 	return err
 }
@@ -153,13 +158,15 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	conn := dialGRPC(t, srv)
 	jobs := seppv1.NewJobServiceClient(conn)
 	health := healthpb.NewHealthClient(conn)
-	ctx := context.Background()
 	n := 0
 	enqueue := func() time.Duration {
 		n++
 		start := time.Now()
 		req := &seppv1.EnqueueRequest{Queue: "attack", JobType: "t", IdempotencyKey: proto.String(fmt.Sprint("k", n))}
-		err := resendUnavailable(func() error { _, err := jobs.Enqueue(ctx, req); return err })
+		err := resendUnavailable(func(ctx context.Context, opts ...grpc.CallOption) error {
+			_, err := jobs.Enqueue(ctx, req, opts...)
+			return err
+		})
 		if err != nil {
 			t.Fatalf("enqueue: %v", err)
 		}
@@ -231,7 +238,10 @@ func TestIdleConnectionsClosed(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var res *healthpb.HealthCheckResponse
-	err := resendUnavailable(func() (err error) { res, err = health.Check(ctx, &healthpb.HealthCheckRequest{}); return err })
+	err := resendUnavailable(func(ctx context.Context, opts ...grpc.CallOption) (err error) {
+		res, err = health.Check(ctx, &healthpb.HealthCheckRequest{}, opts...)
+		return err
+	})
 	if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health during the attack: %v %v", res.GetStatus(), err)
 	}
@@ -271,7 +281,10 @@ func TestIdleConnectionsClosed(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	err = resendUnavailable(func() (err error) { res, err = health.Check(ctx, &healthpb.HealthCheckRequest{}); return err })
+	err = resendUnavailable(func(ctx context.Context, opts ...grpc.CallOption) (err error) {
+		res, err = health.Check(ctx, &healthpb.HealthCheckRequest{}, opts...)
+		return err
+	})
 	if err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health after the attack: %v %v", res.GetStatus(), err)
 	}
