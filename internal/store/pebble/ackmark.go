@@ -40,6 +40,12 @@ const AckMarkFile = "sepp-acked"
 
 var ackKey = []byte{kindSchema, 'a'} // beside the schema version, in the same kind
 
+// ackJumpKey is written beside ackKey by the one write that moves the count
+// forward by more than one commit: reconcileAck, bringing the database up to
+// a mark ahead of it. The log scan at open (scanWAL) takes a batch that holds
+// it as a new start, not as a hole.
+var ackJumpKey = []byte{kindSchema, 'j'}
+
 const (
 	ackMagic = 0x53455041 // "SEPA"
 	ackSize  = 4 + 8 + 8 + 4
@@ -55,10 +61,29 @@ func (c ackCount) encode(b []byte) []byte {
 }
 
 func decodeAckCount(v []byte) (ackCount, bool) {
-	if len(v) != 16 {
-		return ackCount{}, false
+	c, _, ok := decodeAckValue(v)
+	return c, ok
+}
+
+// encodeAckValue is the value of ackKey in a group commit's batch: the
+// running count, then the jobs this commit created, so that the log scan at
+// open can count the jobs of commits missing between two it holds.
+func encodeAckValue(c ackCount, created uint64) []byte {
+	return binary.BigEndian.AppendUint64(c.encode(make([]byte, 0, 24)), created)
+}
+
+// decodeAckValue reads ackKey's value: 24 bytes, or 16 (the count alone,
+// as stores before the log scan wrote it, and as reconcileAck writes it),
+// whose created is then unknown (known false).
+func decodeAckValue(v []byte) (c ackCount, created uint64, ok bool) {
+	if len(v) != 16 && len(v) != 24 {
+		return ackCount{}, 0, false
 	}
-	return ackCount{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}, true
+	c = ackCount{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}
+	if len(v) == 24 {
+		created = binary.BigEndian.Uint64(v[16:])
+	}
+	return c, created, true
 }
 
 // ackMark is the open mark file.
@@ -174,7 +199,7 @@ func reconcileAck(db *pebble.DB, mark ackCount, marked bool) (ackCount, string, 
 	var have ackCount
 	if ok {
 		if have, ok = decodeAckCount(v); !ok {
-			return ackCount{}, "", fmt.Errorf("pebble: the acknowledged count is %d bytes, want 16", len(v))
+			return ackCount{}, "", fmt.Errorf("pebble: the acknowledged count is %d bytes, want 16 or 24", len(v))
 		}
 	}
 	if !marked || mark.commits <= have.commits {
@@ -182,7 +207,9 @@ func reconcileAck(db *pebble.DB, mark ackCount, marked bool) (ackCount, string, 
 	}
 	lost := fmt.Sprintf("the write-ahead log lost %s, which created %s: the last commit acknowledged before the stop was number %d, the log holds up to number %d; those jobs, and what else those commits wrote, are missing",
 		plural(mark.commits-have.commits, "acknowledged commit"), plural(mark.jobs-have.jobs, "job"), mark.commits, have.commits)
-	if err := db.Set(ackKey, mark.encode(nil), pebble.Sync); err != nil {
+	b := db.NewBatch()
+	defer b.Close()
+	if err := errors.Join(b.Set(ackKey, mark.encode(nil), nil), b.Set(ackJumpKey, have.encode(nil), nil), b.Commit(pebble.Sync)); err != nil {
 		return ackCount{}, "", fmt.Errorf("pebble: record the acknowledged count: %w", err)
 	}
 	return mark, lost, nil

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -73,6 +74,9 @@ type Store struct {
 	opts Options
 	db   *pebble.DB
 	lock *pebble.Lock // held from Open until Close, released after the database closes
+	// fsCloser stops the disk-health check of the file system Open made,
+	// after the database closes.
+	fsCloser io.Closer
 
 	// mu guards closed and db against Close: readers hold it shared while
 	// they read; Close takes it exclusively after the writer has stopped.
@@ -159,13 +163,33 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// Who holds the lock, for a second server to name (holder.go); the
 	// lock itself is what keeps it out, so a failure here is not fatal.
 	_ = writeHolder(opts.Path)
-	// Pebble drops a torn record at the end of the newest log silently;
-	// read it first, so the recovery report can say so.
-	torn, err := checkWALTail(opts.Path)
-	if err != nil {
+	// Pebble's default file system: the OS's, with a disk-health check
+	// whose goroutine Pebble stops only when a database that opened is
+	// closed. Made here, so that an Open that fails stops it too.
+	var fsCloser io.Closer = io.NopCloser(nil) // an FS the caller gave is the caller's
+	fs := opts.FS
+	if fs == nil {
+		fs, fsCloser = vfs.WithDiskHealthChecks(vfs.Default, 5*time.Second, nil, func(vfs.DiskSlowInfo) {})
+	}
+	release := func() {
+		fsCloser.Close()
 		lock.Close()
+	}
+	// Pebble drops a torn record at the end of the newest log silently,
+	// and replays the logs it finds without noticing one missing: read
+	// them first, and the count the tables hold, so the recovery report
+	// can say so.
+	scan, err := scanWAL(opts.Path)
+	if err != nil {
+		release()
 		return nil, fmt.Errorf("pebble: read the write-ahead log in %s: %w", opts.Path, err)
 	}
+	durable, err := durableAck(opts.Path, fs, lock)
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("pebble: open %s: %w", opts.Path, err)
+	}
+	holes := findHoles(durable, scan.commits)
 	logger := &replayLogger{}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the database holds its own reference
@@ -174,7 +198,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		Cache:        cache,
 		Logger:       logger,
 		Lock:         lock,
-		FS:           opts.FS,
+		FS:           fs,
 	}
 	// Most dedup lookups are of keys that turn out to be new: a Bloom filter
 	// on every level answers those without reading a data block. The levels
@@ -182,24 +206,25 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	db, err := pebble.Open(opts.Path, po)
 	if err != nil {
-		lock.Close()
+		release()
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Path, corruptionError(opts.Path, err))
 	}
 	s := &Store{
-		opts:    opts,
-		db:      db,
-		lock:    lock,
-		ops:     make(chan *writeOp, 4*opts.MaxGroupOps),
-		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
-		cursors: cursors{},
+		opts:     opts,
+		db:       db,
+		lock:     lock,
+		fsCloser: fsCloser,
+		ops:      make(chan *writeOp, 4*opts.MaxGroupOps),
+		stop:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+		cursors:  cursors{},
 		// Groups applied and not yet synced; the writer runs at most this
 		// far ahead of the disk.
 		inflightCh: make(chan inflight, 16),
 	}
 	if err := s.migrate(); err != nil {
 		db.Close()
-		lock.Close()
+		release()
 		return nil, err
 	}
 	s.pending = map[pendingHit]int64{}
@@ -208,18 +233,19 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	f, err := buildKeyFilter(db)
 	if err != nil {
 		db.Close()
-		lock.Close()
+		release()
 		return nil, fmt.Errorf("pebble: read the dedup records: %w", corruptionError(opts.Path, err))
 	}
-	lost, err := s.openAck()
+	lost, err := s.openAck(holes)
 	if err != nil {
 		db.Close()
-		lock.Close()
+		release()
 		return nil, err
 	}
 	s.recovery.WALFiles, s.recovery.WALKeys, s.recovery.WALBatches = logger.figures()
 	s.filter.Store(f)
 	s.recovery.DedupRecords = f.added
+	torn := scan.torn
 	if torn != "" && lost == "" {
 		// The mark vouches for every commit the log still holds.
 		torn += "; the acknowledgement mark shows that no acknowledged write is missing"
@@ -235,8 +261,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 }
 
 // openAck opens the acknowledgement mark and compares it with what the
-// database replayed; it returns what was lost, if anything.
-func (s *Store) openAck() (string, error) {
+// database replayed; it returns what was lost, if anything: holes, what the
+// log scan found missing between the commits it holds, and what the mark
+// shows missing after them.
+func (s *Store) openAck(holes string) (string, error) {
 	m, mark, marked, damaged, err := openAckMark(s.opts.Path)
 	if err != nil {
 		return "", fmt.Errorf("pebble: open the acknowledgement mark in %s: %w", s.opts.Path, err)
@@ -256,7 +284,7 @@ func (s *Store) openAck() (string, error) {
 		return "", fmt.Errorf("pebble: write the acknowledgement mark in %s: %w", s.opts.Path, err)
 	}
 	s.marked = count
-	return errorsJoinText(damaged, lost), nil
+	return errorsJoinText(damaged, errorsJoinText(holes, lost)), nil
 }
 
 // errorsJoinText joins the non-empty sentences with "; ".
@@ -324,7 +352,7 @@ func (s *Store) Close() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.closed = true
-		err = errors.Join(s.db.Close(), s.ack.close(), removeHolder(s.opts.Path), s.lock.Close())
+		err = errors.Join(s.db.Close(), s.ack.close(), removeHolder(s.opts.Path), s.fsCloser.Close(), s.lock.Close())
 	})
 	return err
 }

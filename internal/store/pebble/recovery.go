@@ -14,7 +14,9 @@ import (
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/batchrepr"
 	pebblerecord "github.com/cockroachdb/pebble/v2/record"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sepp-dev/sepp/internal/store"
 )
@@ -63,22 +65,55 @@ func (l *replayLogger) figures() (files int, keys, batches int64) {
 	return l.files, l.keys, l.batches
 }
 
-// checkWALTail reads the newest write-ahead log in dir, before Pebble
-// opens it, the way Pebble will replay it. Pebble tolerates an incomplete
-// record at the end of the newest log (a write torn by a crash) and drops
-// it without saying so; checkWALTail says so. A record that can never be
-// acknowledged before it is whole on disk is the only thing a torn tail
-// can hold, unless the disk lost a synced write. It returns "" when the log
-// ends cleanly or there is none. A damaged record with more log after it
-// in the same block, which Pebble also drops silently, is reported as
-// damage (tornAt tells the two apart); corruption Pebble can prove is left
-// to Pebble, which refuses to open with pebble.ErrCorruption. On a recycled
-// log file the previous log's bytes past a torn record make a torn tail
-// read as damage: reported either way, in stronger words.
-func checkWALTail(dir string) (string, error) {
+// walCommit is one group commit the log scan found: the count its batch
+// carries under ackKey.
+type walCommit struct {
+	log     string   // the log file it is in
+	count   ackCount // the running count, this commit included
+	created uint64   // the jobs this commit created
+	known   bool     // created was recorded (a batch of an older store has only the count)
+	jump    bool     // reconcileAck's write, which moves the count forward on purpose
+}
+
+// walScan is what scanWAL read from the write-ahead logs before Pebble
+// opens them.
+type walScan struct {
+	// torn says what Pebble will drop silently at the end of the newest
+	// log, or is "".
+	torn string
+	// commits are the group commits the logs hold, oldest first, as far as
+	// each log can be read.
+	commits []walCommit
+}
+
+// scanWAL reads every write-ahead log in dir, oldest first, before Pebble
+// opens them, the way Pebble will replay them, for two things Pebble does
+// not say:
+//
+//   - Pebble tolerates an incomplete record at the end of the newest log (a
+//     write torn by a crash) and drops it without saying so; the scan says
+//     so. A record that can never be acknowledged before it is whole on
+//     disk is the only thing a torn tail can hold, unless the disk lost a
+//     synced write. A damaged record with more log after it in the same
+//     block, which Pebble also drops silently, is reported as damage
+//     (tornAt tells the two apart). On a recycled log file the previous
+//     log's bytes past a torn record make a torn tail read as damage:
+//     reported either way, in stronger words.
+//   - Pebble replays the logs it finds and does not notice one that is
+//     missing, or an older one cut exactly where a record begins: the
+//     commits they held are gone without an error. The scan collects the
+//     running count of every group commit (ackKey), so that holes can be
+//     found (findHoles).
+//
+// Corruption Pebble can prove (an older log that does not end cleanly,
+// invalid or zeroed chunks followed by valid ones) is left to Pebble, which
+// refuses to open with pebble.ErrCorruption: the scan stops reading that
+// log there.
+func scanWAL(dir string) (walScan, error) {
+	var scan walScan
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return "", err
+		return scan, err
 	}
 	type wal struct {
 		name string
@@ -100,33 +135,50 @@ func checkWALTail(dir string) (string, error) {
 		}
 		wals = append(wals, wal{name, n})
 	}
-	if len(wals) == 0 {
-		return "", nil
-	}
 	sort.Slice(wals, func(i, j int) bool {
 		return wals[i].num < wals[j].num || wals[i].num == wals[j].num && wals[i].name < wals[j].name
 	})
-	newest := wals[len(wals)-1]
-	f, err := os.Open(filepath.Join(dir, newest.name))
+	for i, w := range wals {
+		torn, err := scan.read(filepath.Join(dir, w.name), w.name, w.num)
+		if err != nil {
+			return scan, err
+		}
+		if i == len(wals)-1 {
+			scan.torn = torn
+		}
+	}
+	return scan, nil
+}
+
+// read reads one log, appending its group commits to scan.commits, and
+// says what Pebble will drop silently at its end if it is the newest.
+func (scan *walScan) read(path, name string, num uint64) (string, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	rr, err := newRecordReader(f, newest.num)
+	rr, err := newRecordReader(f, num)
 	if err != nil {
 		return "", err
 	}
 	records := 0
 	good := int64(0) // the offset after the last whole record
+	var buf bytes.Buffer
 	for {
+		buf.Reset()
 		r, err := rr.Next()
 		if err == nil {
-			_, err = io.Copy(io.Discard, r)
+			_, err = io.Copy(&buf, r)
 		}
 		switch {
 		case err == nil:
 			records++
 			good = rr.Offset()
+			if c, ok := commitOf(buf.Bytes()); ok {
+				c.log = name
+				scan.commits = append(scan.commits, c)
+			}
 			continue
 		case errors.Is(err, io.EOF):
 			return "", nil
@@ -139,15 +191,83 @@ func checkWALTail(dir string) (string, error) {
 				return "", err
 			}
 			if torn {
-				return fmt.Sprintf("the write-ahead log %s ended in an incomplete record after %d whole ones: a write torn by a crash, dropped", newest.name, records), nil
+				return fmt.Sprintf("the write-ahead log %s ended in an incomplete record after %d whole ones: a write torn by a crash, dropped", name, records), nil
 			}
-			return fmt.Sprintf("the write-ahead log %s could not be read past offset %d, after %d whole records: a damaged record, and the %d bytes of log after it, were dropped", newest.name, good, records, rest), nil
+			return fmt.Sprintf("the write-ahead log %s could not be read past offset %d, after %d whole records: a damaged record, and the %d bytes of log after it, were dropped", name, good, records, rest), nil
 		default:
 			// Invalid or zeroed chunks followed by valid ones: Pebble
 			// refuses the log with ErrCorruption and Open says so.
 			return "", nil
 		}
 	}
+}
+
+// commitOf reads a log record as a Pebble batch and returns the group
+// commit it is, if it carries ackKey.
+func commitOf(repr []byte) (walCommit, bool) {
+	var c walCommit
+	found := false
+	r := batchrepr.Read(repr)
+	for {
+		kind, k, v, ok, err := r.Next()
+		if !ok || err != nil {
+			return c, found
+		}
+		if kind != pebble.InternalKeyKindSet {
+			continue
+		}
+		switch {
+		case bytes.Equal(k, ackKey):
+			count, created, ok := decodeAckValue(v)
+			if !ok {
+				continue
+			}
+			c.count, c.created, c.known, found = count, created, len(v) == 24, true
+		case bytes.Equal(k, ackJumpKey):
+			c.jump = true
+		}
+	}
+}
+
+// findHoles compares the group commits the logs hold with durable, the
+// count in the database's tables (what was flushed before the oldest log
+// Pebble replays), and says what is missing between them: a log deleted,
+// or an older log cut where a record begins. A commit at or below the one
+// before it is one the tables already hold (a log whose deletion the crash
+// interrupted); a jump (reconcileAck) starts the count afresh. It returns
+// "" when the commits follow each other without a gap.
+func findHoles(durable ackCount, commits []walCommit) string {
+	prev := durable
+	prevLog := "the database's tables"
+	var lost, jobs uint64
+	exact := true
+	var where []string
+	for _, c := range commits {
+		switch {
+		case c.jump:
+		case c.count.commits <= prev.commits:
+			continue
+		case c.count.commits > prev.commits+1:
+			n := c.count.commits - prev.commits - 1
+			lost += n
+			if c.known && c.count.jobs >= c.created+prev.jobs {
+				jobs += c.count.jobs - c.created - prev.jobs
+			} else {
+				exact = false
+			}
+			where = append(where, fmt.Sprintf("numbers %d to %d, between %s and %s", prev.commits+1, c.count.commits-1, prevLog, c.log))
+		}
+		prev, prevLog = c.count, c.log
+	}
+	if lost == 0 {
+		return ""
+	}
+	created := plural(jobs, "job")
+	if !exact {
+		created = "an unknown number of jobs"
+	}
+	return fmt.Sprintf("the write-ahead log lost %s, which created %s: a log file is missing or was cut short (commits %s); those jobs, and what else those commits wrote, are missing",
+		plural(lost, "acknowledged commit"), created, strings.Join(where, "; "))
 }
 
 // tornAt reads the log f from off, the end of its last whole record, to
@@ -200,9 +320,55 @@ func newRecordReader(r io.Reader, logNum uint64) (*pebblerecord.Reader, error) {
 }
 
 // corruptionError makes Pebble's refusal of damaged data say what it means.
+// Pebble marks its corruption errors with github.com/cockroachdb/errors,
+// whose marks the standard library's errors.Is does not see (an older log
+// cut short came through as a bare "pebble/record: unexpected EOF"):
+// pebble.IsCorruptionError reads them.
 func corruptionError(path string, err error) error {
-	if !errors.Is(err, pebble.ErrCorruption) {
+	if !pebble.IsCorruptionError(err) {
 		return err
 	}
-	return fmt.Errorf("the data in %s is damaged and was not served (pebble.ErrCorruption); restore the directory from a backup or move it aside: %w", path, err)
+	return corrupted{fmt.Errorf("the data in %s is damaged and was not served (pebble.ErrCorruption); restore the directory from a backup or move it aside: %w", path, err)}
+}
+
+// corrupted is a refusal of damaged data that the standard library's
+// errors.Is also takes for pebble.ErrCorruption.
+type corrupted struct{ error }
+
+func (c corrupted) Unwrap() error        { return c.error }
+func (c corrupted) Is(target error) bool { return target == pebble.ErrCorruption }
+
+// durableAck reads the running count of group commits from the database's
+// tables alone: what the logs Pebble is about to replay must continue
+// (findHoles). A read-only open whose log directory is an empty one replays
+// no log. A new directory has no count (zero).
+func durableAck(dir string, fs vfs.FS, lock *pebble.Lock) (ackCount, error) {
+	if fs == nil {
+		fs = vfs.Default
+	}
+	desc, err := pebble.Peek(dir, fs)
+	if err != nil || !desc.Exists {
+		return ackCount{}, err
+	}
+	empty := fs.PathJoin(dir, "sepp-recovery-no-wal")
+	if err := fs.MkdirAll(empty, 0o755); err != nil {
+		return ackCount{}, err
+	}
+	defer fs.RemoveAll(empty)
+	ro := &pebble.Options{ReadOnly: true, WALDir: empty, FS: fs, Lock: lock, Logger: quietLogger{}}
+	ro.Unsafe.AllowMissingWALDirs = true // the point: the tables alone, no log
+	db, err := pebble.Open(dir, ro)
+	if err != nil {
+		return ackCount{}, corruptionError(dir, err)
+	}
+	defer db.Close()
+	v, ok, err := get(db, ackKey)
+	if err != nil || !ok {
+		return ackCount{}, corruptionError(dir, err)
+	}
+	c, ok := decodeAckCount(v)
+	if !ok {
+		return ackCount{}, fmt.Errorf("pebble: the acknowledged count is %d bytes, want 16 or 24", len(v))
+	}
+	return c, nil
 }

@@ -358,3 +358,184 @@ func TestRecoveryCorruptWAL(t *testing.T) {
 		t.Errorf("%d of %d jobs, Damaged %q: want the damaged record and what followed it reported, and %q", got, n, r.Damaged, lost)
 	}
 }
+
+// enqueueBatches enqueues batches of 100 new keyed jobs, one commit each,
+// from batch from to to-1.
+func enqueueBatches(t *testing.T, s store.Store, from, to int) {
+	t.Helper()
+	for b := from; b < to; b++ {
+		jobs := make([]store.EnqueueJob, 100)
+		for i := range jobs {
+			key := "k" + strconv.Itoa(b*100+i)
+			jobs[i] = store.EnqueueJob{Queue: "q", JobType: "t", Payload: []byte(`{"n":1}`), IdempotencyKey: &key, MaxAttempts: 3, DedupWindow: 24 * time.Hour}
+		}
+		if _, err := s.EnqueueBatch(context.Background(), &store.EnqueueBatchParams{Now: recT0, Jobs: jobs}); err != nil {
+			t.Fatalf("batch %d: %v", b, err)
+		}
+	}
+}
+
+// walFiles lists the write-ahead logs of dir, oldest first.
+func walFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(m)
+	return m
+}
+
+// TestRecoveryOlderLogDamaged damages the write-ahead logs of a crashed
+// store that holds several (Pebble rotates to a new log with each memtable,
+// and the first memtables are small) in every way a disk or an operator
+// can: a log deleted (an older one, the oldest, the newest, all of them),
+// an older log cut where a record begins or inside a record, bytes of an
+// older log overwritten. Each start either refuses the directory, saying it
+// is damaged and what to do, or serves and reports exactly how many
+// acknowledged commits and jobs are missing: never fewer jobs silently.
+// Before the log scan, a missing older log, and one cut where a record
+// begins, lost their jobs with "damaged=0"; and an older log cut inside a
+// record was refused with a bare "pebble/record: unexpected EOF".
+func TestRecoveryOlderLogDamaged(t *testing.T) {
+	src := t.TempDir()
+	s, err := pebble.Open(context.Background(), pebble.Options{Path: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The store copied here has at least four logs; boundary is where a
+	// record of the third one begins, taken while it was the newest.
+	var boundary int64
+	var third string
+	batches := 0
+	for len(walFiles(t, src)) < 4 {
+		enqueueBatches(t, s, batches, batches+10)
+		batches += 10
+		if wals := walFiles(t, src); len(wals) == 3 && boundary == 0 {
+			fi, err := os.Stat(wals[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			boundary, third = fi.Size(), filepath.Base(wals[2])
+		}
+	}
+	enqueueBatches(t, s, batches, batches+10) // the newest log holds some too
+	batches += 10
+	crashed, _ := copyDir(t, src)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	total := int64(batches * 100)
+	if boundary == 0 || third != filepath.Base(walFiles(t, crashed)[2]) {
+		t.Fatalf("no record boundary taken in the third log (%q, %d)", third, boundary)
+	}
+	t.Logf("%d jobs in %d commits; logs %v; the third log's record boundary at %d", total, batches, walFiles(t, crashed), boundary)
+
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, wals []string)
+		refuse bool // Pebble can prove the damage: the directory is not served
+	}{
+		{"nothing", func(*testing.T, []string) {}, false},
+		{"delete an older log", func(t *testing.T, w []string) { remove(t, w[2]) }, false},
+		{"delete the oldest log", func(t *testing.T, w []string) { remove(t, w[0]) }, false},
+		{"delete the newest log", func(t *testing.T, w []string) { remove(t, w[len(w)-1]) }, false},
+		{"delete every log", func(t *testing.T, w []string) {
+			for _, f := range w {
+				remove(t, f)
+			}
+		}, false},
+		{"cut an older log where a record begins", func(t *testing.T, w []string) { truncate(t, w[2], boundary) }, false},
+		{"cut an older log inside a record", func(t *testing.T, w []string) { truncate(t, w[2], dataEnd(t, w[2])-100) }, true},
+		{"overwrite bytes of an older log", func(t *testing.T, w []string) { flip(t, w[2], dataEnd(t, w[2])/2) }, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, _ := copyDir(t, crashed)
+			tc.damage(t, walFiles(t, dir))
+			s, err := pebble.Open(context.Background(), pebble.Options{Path: dir})
+			if tc.refuse {
+				if err == nil {
+					s.Close()
+					t.Fatal("Open served a directory whose older log is damaged")
+				}
+				want := "the data in " + dir + " is damaged and was not served (pebble.ErrCorruption); restore the directory from a backup or move it aside"
+				if !errors.Is(err, pebbledb.ErrCorruption) || !strings.Contains(err.Error(), want) {
+					t.Fatalf("Open: %v\nwant pebble.ErrCorruption and %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := countJobs(t, s)
+			r := s.Recovery()
+			s.Close()
+			lostJobs := total - got
+			t.Logf("%d of %d jobs; Damaged %q", got, total, r.Damaged)
+			if lostJobs == 0 {
+				if len(r.Damaged) != 0 {
+					t.Fatalf("every job is there, yet Damaged %q", r.Damaged)
+				}
+				if tc.name != "nothing" {
+					t.Fatal("the damage lost no job: the test damaged nothing that mattered")
+				}
+				return
+			}
+			want := fmt.Sprintf("lost %s, which created %d jobs", commitsText(lostJobs/100), lostJobs)
+			if len(r.Damaged) != 1 || !strings.Contains(r.Damaged[0], want) {
+				t.Fatalf("%d of %d jobs; Damaged %q, want one report saying %q", got, total, r.Damaged, want)
+			}
+			// Reported once.
+			s, err = pebble.Open(context.Background(), pebble.Options{Path: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if r := s.Recovery(); len(r.Damaged) != 0 || countJobs(t, s) != got {
+				t.Fatalf("second start: Damaged %q, %d jobs; want nothing reported and %d jobs", r.Damaged, countJobs(t, s), got)
+			}
+		})
+	}
+}
+
+func commitsText(n int64) string {
+	if n == 1 {
+		return "1 acknowledged commit"
+	}
+	return fmt.Sprintf("%d acknowledged commits", n)
+}
+
+func remove(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func truncate(t *testing.T, path string, size int64) {
+	t.Helper()
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flip inverts 8 bytes of path at off.
+func flip(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 8)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] ^= 0xff
+	}
+	if _, err := f.WriteAt(buf, off); err != nil {
+		t.Fatal(err)
+	}
+}

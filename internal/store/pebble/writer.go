@@ -290,8 +290,9 @@ func (s *Store) runGroup(ops []*writeOp) (inflight, error) {
 	if !t.b.Empty() {
 		next := s.acked
 		next.commits++
-		next.jobs += uint64(created(ops))
-		if err := t.b.Set(ackKey, next.encode(nil), nil); err != nil {
+		n := uint64(created(ops))
+		next.jobs += n
+		if err := t.b.Set(ackKey, encodeAckValue(next, n), nil); err != nil {
 			return inflight{}, err
 		}
 		// A lookup reads a record and its pending hits under pendingMu;
