@@ -219,7 +219,11 @@ func serverClock(ctx context.Context, st store.Store, logger *slog.Logger) (now 
 	// The database's time minus the host's: Round(0) drops the monotonic
 	// readings, so this compares the wall clocks.
 	offset := c.Now().Round(0).Sub(wallClock().Round(0)).Round(time.Millisecond)
-	logger.Info("clock", "source", "database", "offset", offset)
+	u := c.Uncertainty().Round(100 * time.Microsecond)
+	logger.Info("clock", "source", "database", "offset", offset, "uncertainty", u)
+	if u > 10*time.Millisecond {
+		logger.Warn(fmt.Sprintf("no reading of the database's clock within 10 ms came back in %v (the best was within %v): dedup windows and leases on this node may be off by that much until a better reading, taken every 250 ms meanwhile", clock.DefaultStartWait, u), "uncertainty", u)
+	}
 	if offset.Abs() > time.Second {
 		logger.Warn(fmt.Sprintf("this node's clock is off by %v from the database's; Sepp uses the database's clock on PostgreSQL, "+
 			"so dedup windows and leases are unaffected, but log timestamps are the host's", -offset), "offset", offset)

@@ -38,6 +38,10 @@ type AnchoredOptions struct {
 	// values that carry Go's monotonic reading, as time.Now's do (and
 	// time.Now().Add(d)'s). Default time.Now.
 	Local func() time.Time
+	// StartWait bounds how long NewAnchored reads again for a reading exact
+	// to 10 ms (a database slow to answer, a lossy link) before it returns
+	// the best one it has, which Uncertainty reports. Default 10 s.
+	StartWait time.Duration
 }
 
 // DefaultResync is AnchoredOptions.Resync's default.
@@ -85,10 +89,10 @@ const driftBound = 200e-6
 const (
 	wellAnchored    = 2 * time.Millisecond
 	retryPoorAnchor = 250 * time.Millisecond
-	// At start the clock reads up to startRetries more times, 50 ms apart,
-	// while its reading is less exact than startUncertainty.
+	// At start the clock reads again, 50 ms apart, while its reading is
+	// less exact than startUncertainty, for at most AnchoredOptions.StartWait.
 	startUncertainty = 10 * time.Millisecond
-	startRetries     = 10
+	DefaultStartWait = 10 * time.Second
 )
 
 // uncertaintyAt is a's uncertainty at local instant now.
@@ -120,15 +124,19 @@ func NewAnchored(ctx context.Context, opts AnchoredOptions) (*Anchored, error) {
 	if opts.Samples <= 0 {
 		opts.Samples = 4
 	}
+	if opts.StartWait <= 0 {
+		opts.StartWait = DefaultStartWait
+	}
 	c := &Anchored{source: opts.Source, samples: opts.Samples, local: opts.Local, log: opts.Logger, timeout: opts.Timeout, done: make(chan struct{})}
 	a, err := c.read(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// A node starting while its database is slow would serve until its
-	// first better reading on a clock off by up to half a slow round trip:
-	// read again, a little, for a reading exact to startUncertainty.
-	for try := 0; a.uncertainty > startUncertainty && try < startRetries && ctx.Err() == nil; try++ {
+	// first better reading on a clock off by up to half a slow round trip
+	// (ahead, when the request waited on its way: a window shortened by
+	// that much): read again for a reading exact to startUncertainty.
+	for deadline := time.Now().Add(opts.StartWait); a.uncertainty > startUncertainty && time.Now().Before(deadline) && ctx.Err() == nil; {
 		time.Sleep(retryPoorAnchor / 5)
 		if b, err := c.read(ctx); err == nil && b.uncertainty < a.uncertainty {
 			a = b
@@ -162,6 +170,12 @@ func (c *Anchored) Now() time.Time {
 // Offset is how far the reference clock was ahead of this host's wall clock
 // (negative: behind) at the last successful read.
 func (c *Anchored) Offset() time.Duration { return c.anchor.Load().offset }
+
+// Uncertainty is how far Now may be from the reference's time: half the
+// round trip of the reading it is anchored to, plus the drift since.
+func (c *Anchored) Uncertainty() time.Duration {
+	return c.anchor.Load().uncertaintyAt(c.local())
+}
 
 // Close stops the resync goroutine and waits for it to end. Now keeps
 // working on the last anchor. Close may be called more than once.

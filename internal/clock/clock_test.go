@@ -315,3 +315,31 @@ func TestSlowStartReadAgain(t *testing.T) {
 		t.Fatalf("Now is off the source by %v after a slow start, want within 20 ms", off)
 	}
 }
+
+// TestLongSlowStartWaitsForExactReading: a node that starts while every
+// read of its database waits (a lossy link) keeps reading, up to StartWait,
+// until one is exact to 10 ms, instead of serving on a clock ahead by half
+// a slow round trip (it read ten more times and then served on the best).
+func TestLongSlowStartWaitsForExactReading(t *testing.T) {
+	began := time.Now()
+	truth := func() time.Time { return base.Add(time.Since(began)) }
+	var mu sync.Mutex
+	calls := 0
+	source := func(context.Context) (time.Time, error) {
+		mu.Lock()
+		calls++
+		slow := calls <= 15
+		mu.Unlock()
+		if slow {
+			time.Sleep(60 * time.Millisecond) // the request waited on its way: the read is late
+		}
+		return truth(), nil
+	}
+	c := start(t, clock.AnchoredOptions{Source: source, Resync: time.Hour, Samples: 1})
+	if u := c.Uncertainty(); u > 10*time.Millisecond {
+		t.Fatalf("Uncertainty %v after start, want within 10 ms", u)
+	}
+	if off := c.Now().Sub(truth()); off > 10*time.Millisecond || off < -10*time.Millisecond {
+		t.Fatalf("Now is off the source by %v after a long slow start, want within 10 ms", off)
+	}
+}
