@@ -212,6 +212,11 @@ func reconcileAck(db *pebble.DB, mark ackCount, marked bool) (ackCount, string, 
 	if err := errors.Join(b.Set(ackKey, mark.encode(nil), nil), b.Set(ackJumpKey, have.encode(nil), nil), b.Commit(pebble.Sync)); err != nil {
 		return ackCount{}, "", fmt.Errorf("pebble: record the acknowledged count: %w", err)
 	}
+	// Into the tables at once: were the log holding the jump lost later,
+	// the commits before it would be counted lost a second time.
+	if err := db.Flush(); err != nil {
+		return ackCount{}, "", fmt.Errorf("pebble: record the acknowledged count: %w", err)
+	}
 	return mark, lost, nil
 }
 

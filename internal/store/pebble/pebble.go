@@ -189,7 +189,16 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		release()
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Path, err)
 	}
-	holes := findHoles(durable, scan.commits)
+	var hole string
+	if after, words := findHole(durable, scan.commits); after != "" && scan.uncleanOlder == "" {
+		moved, err := setAsideAfterHole(opts.Path, scan.logs, after)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("pebble: set aside the write-ahead logs after a hole in %s: %w", opts.Path, err)
+		}
+		hole = words + "; " + moved
+		scan.torn = "" // the newest log was set aside with the rest
+	}
 	logger := &replayLogger{}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the database holds its own reference
@@ -236,7 +245,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		release()
 		return nil, fmt.Errorf("pebble: read the dedup records: %w", corruptionError(opts.Path, err))
 	}
-	lost, err := s.openAck(holes)
+	lost, err := s.openAck(hole)
 	if err != nil {
 		db.Close()
 		release()
@@ -261,10 +270,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 }
 
 // openAck opens the acknowledgement mark and compares it with what the
-// database replayed; it returns what was lost, if anything: holes, what the
-// log scan found missing between the commits it holds, and what the mark
-// shows missing after them.
-func (s *Store) openAck(holes string) (string, error) {
+// database replayed; it returns what was lost, if anything: hole, what the
+// log scan found missing between the commits it holds (and set aside after
+// it), and what the mark shows missing after what was replayed.
+func (s *Store) openAck(hole string) (string, error) {
 	m, mark, marked, damaged, err := openAckMark(s.opts.Path)
 	if err != nil {
 		return "", fmt.Errorf("pebble: open the acknowledgement mark in %s: %w", s.opts.Path, err)
@@ -284,7 +293,7 @@ func (s *Store) openAck(holes string) (string, error) {
 		return "", fmt.Errorf("pebble: write the acknowledgement mark in %s: %w", s.opts.Path, err)
 	}
 	s.marked = count
-	return errorsJoinText(damaged, errorsJoinText(holes, lost)), nil
+	return errorsJoinText(damaged, errorsJoinText(hole, lost)), nil
 }
 
 // errorsJoinText joins the non-empty sentences with "; ".

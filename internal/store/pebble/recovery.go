@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,6 +85,13 @@ type walScan struct {
 	// commits are the group commits the logs hold, oldest first, as far as
 	// each log can be read.
 	commits []walCommit
+	// logs are the log files' names, oldest first.
+	logs []string
+	// uncleanOlder is the first log other than the newest that does not
+	// end cleanly (cut inside a record, damaged): Pebble refuses to replay
+	// it (pebble.ErrCorruption), and the commits after the damage are not
+	// a hole to set aside but the reason the directory is not served.
+	uncleanOlder string
 }
 
 // scanWAL reads every write-ahead log in dir, oldest first, before Pebble
@@ -102,8 +110,8 @@ type walScan struct {
 //   - Pebble replays the logs it finds and does not notice one that is
 //     missing, or an older one cut exactly where a record begins: the
 //     commits they held are gone without an error. The scan collects the
-//     running count of every group commit (ackKey), so that holes can be
-//     found (findHoles).
+//     running count of every group commit (ackKey), so that a hole can be
+//     found (findHole).
 //
 // Corruption Pebble can prove (an older log that does not end cleanly,
 // invalid or zeroed chunks followed by valid ones) is left to Pebble, which
@@ -139,28 +147,32 @@ func scanWAL(dir string) (walScan, error) {
 		return wals[i].num < wals[j].num || wals[i].num == wals[j].num && wals[i].name < wals[j].name
 	})
 	for i, w := range wals {
-		torn, err := scan.read(filepath.Join(dir, w.name), w.name, w.num)
+		scan.logs = append(scan.logs, w.name)
+		torn, clean, err := scan.read(filepath.Join(dir, w.name), w.name, w.num)
 		if err != nil {
 			return scan, err
 		}
 		if i == len(wals)-1 {
 			scan.torn = torn
+		} else if !clean && scan.uncleanOlder == "" {
+			scan.uncleanOlder = w.name
 		}
 	}
 	return scan, nil
 }
 
 // read reads one log, appending its group commits to scan.commits, and
-// says what Pebble will drop silently at its end if it is the newest.
-func (scan *walScan) read(path, name string, num uint64) (string, error) {
+// says what Pebble will drop silently at its end if it is the newest, and
+// whether the log ends cleanly.
+func (scan *walScan) read(path, name string, num uint64) (tail string, clean bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	defer f.Close()
 	rr, err := newRecordReader(f, num)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	records := 0
 	good := int64(0) // the offset after the last whole record
@@ -181,23 +193,23 @@ func (scan *walScan) read(path, name string, num uint64) (string, error) {
 			}
 			continue
 		case errors.Is(err, io.EOF):
-			return "", nil
+			return "", true, nil
 		case errors.Is(err, pebblerecord.ErrUnexpectedEOF):
 			// Pebble stops here and drops the rest. Bytes that are not
 			// zero past the record being read mean more than a torn last
 			// write: a damaged record with more after it.
 			rest, torn, err := tornAt(f, good)
 			if err != nil {
-				return "", err
+				return "", false, err
 			}
 			if torn {
-				return fmt.Sprintf("the write-ahead log %s ended in an incomplete record after %d whole ones: a write torn by a crash, dropped", name, records), nil
+				return fmt.Sprintf("the write-ahead log %s ended in an incomplete record after %d whole ones: a write torn by a crash, dropped", name, records), false, nil
 			}
-			return fmt.Sprintf("the write-ahead log %s could not be read past offset %d, after %d whole records: a damaged record, and the %d bytes of log after it, were dropped", name, good, records, rest), nil
+			return fmt.Sprintf("the write-ahead log %s could not be read past offset %d, after %d whole records: a damaged record, and the %d bytes of log after it, were dropped", name, good, records, rest), false, nil
 		default:
 			// Invalid or zeroed chunks followed by valid ones: Pebble
 			// refuses the log with ErrCorruption and Open says so.
-			return "", nil
+			return "", false, nil
 		}
 	}
 }
@@ -229,45 +241,78 @@ func commitOf(repr []byte) (walCommit, bool) {
 	}
 }
 
-// findHoles compares the group commits the logs hold with durable, the
+// findHole compares the group commits the logs hold with durable, the
 // count in the database's tables (what was flushed before the oldest log
-// Pebble replays), and says what is missing between them: a log deleted,
-// or an older log cut where a record begins. A commit at or below the one
-// before it is one the tables already hold (a log whose deletion the crash
-// interrupted); a jump (reconcileAck) starts the count afresh. It returns
-// "" when the commits follow each other without a gap.
-func findHoles(durable ackCount, commits []walCommit) string {
+// Pebble replays), and finds the first place where commits are missing
+// between them: a log deleted, or an older log cut where a record begins.
+// A commit at or below the one before it is one the tables already hold
+// (a log whose deletion a crash interrupted); a jump (reconcileAck) starts
+// the count afresh. It returns the log the first commit after the hole is
+// in, or "" when the commits follow each other without a gap, and the
+// hole's words.
+func findHole(durable ackCount, commits []walCommit) (after string, words string) {
 	prev := durable
 	prevLog := "the database's tables"
-	var lost, jobs uint64
-	exact := true
-	var where []string
 	for _, c := range commits {
 		switch {
 		case c.jump:
 		case c.count.commits <= prev.commits:
 			continue
 		case c.count.commits > prev.commits+1:
-			n := c.count.commits - prev.commits - 1
-			lost += n
-			if c.known && c.count.jobs >= c.created+prev.jobs {
-				jobs += c.count.jobs - c.created - prev.jobs
-			} else {
-				exact = false
-			}
-			where = append(where, fmt.Sprintf("numbers %d to %d, between %s and %s", prev.commits+1, c.count.commits-1, prevLog, c.log))
+			return c.log, fmt.Sprintf("the write-ahead logs have a hole: %s, numbers %d to %d, are in no log (between %s and %s: a log file is missing, or one was cut short)",
+				plural(c.count.commits-prev.commits-1, "acknowledged commit"), prev.commits+1, c.count.commits-1, prevLog, c.log)
 		}
 		prev, prevLog = c.count, c.log
 	}
-	if lost == 0 {
-		return ""
+	return "", ""
+}
+
+// LostWALDir is the folder of the data directory where Open moves the
+// write-ahead logs that come after a hole (findHole).
+const LostWALDir = "lost-wal"
+
+// setAsideAfterHole moves the logs from after (the first log after a hole)
+// on into LostWALDir, before Pebble opens the directory. Their writes may
+// depend on the ones missing before them (a dedup record that names a job
+// the hole took, a completion of it): replayed, they would leave a state
+// no sequence of acknowledged writes produced. Without them the store holds
+// every write up to the hole and none after, as after a cut tail, and the
+// acknowledgement mark counts what that lost. It returns what it did, for
+// the recovery report.
+func setAsideAfterHole(dir string, logs []string, after string) (string, error) {
+	i := slices.Index(logs, after)
+	if i < 0 {
+		return "", fmt.Errorf("pebble: the log %s after the hole is not among the logs read", after)
 	}
-	created := plural(jobs, "job")
-	if !exact {
-		created = "an unknown number of jobs"
+	moved := logs[i:]
+	lost := filepath.Join(dir, LostWALDir)
+	if err := os.MkdirAll(lost, 0o755); err != nil {
+		return "", err
 	}
-	return fmt.Sprintf("the write-ahead log lost %s, which created %s: a log file is missing or was cut short (commits %s); those jobs, and what else those commits wrote, are missing",
-		plural(lost, "acknowledged commit"), created, strings.Join(where, "; "))
+	for _, name := range moved {
+		to := filepath.Join(lost, name)
+		for n := 1; ; n++ { // a log set aside at an earlier start keeps its name
+			if _, err := os.Stat(to); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			to = filepath.Join(lost, fmt.Sprintf("%s.%d", name, n))
+		}
+		if err := os.Rename(filepath.Join(dir, name), to); err != nil {
+			return "", err
+		}
+	}
+	if err := errors.Join(syncDir(lost), syncDir(dir)); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("the %s from %s on (%s), whose writes may depend on the missing ones, were moved to %s and not replayed: the store holds every write up to the hole and none after it",
+		pluralWord(len(moved), "log"), after, strings.Join(moved, ", "), lost), nil
+}
+
+func pluralWord(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // tornAt reads the log f from off, the end of its last whole record, to
@@ -340,7 +385,7 @@ func (c corrupted) Is(target error) bool { return target == pebble.ErrCorruption
 
 // durableAck reads the running count of group commits from the database's
 // tables alone: what the logs Pebble is about to replay must continue
-// (findHoles). A read-only open whose log directory is an empty one replays
+// (findHole). A read-only open whose log directory is an empty one replays
 // no log. A new directory has no count (zero).
 func durableAck(dir string, fs vfs.FS, lock *pebble.Lock) (ackCount, error) {
 	if fs == nil {

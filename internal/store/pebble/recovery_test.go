@@ -392,10 +392,12 @@ func walFiles(t *testing.T, dir string) []string {
 // can: a log deleted (an older one, the oldest, the newest, all of them),
 // an older log cut where a record begins or inside a record, bytes of an
 // older log overwritten. Each start either refuses the directory, saying it
-// is damaged and what to do, or serves and reports exactly how many
-// acknowledged commits and jobs are missing: never fewer jobs silently.
-// Before the log scan, a missing older log, and one cut where a record
-// begins, lost their jobs with "damaged=0"; and an older log cut inside a
+// is damaged and what to do, or serves a consistent state (every write up
+// to the damage, none after it: the jobs are a prefix of the enqueues) and
+// reports exactly how many acknowledged commits and jobs are missing: never
+// fewer jobs silently. Before the log scan, a missing older log, and one
+// cut where a record begins, lost their jobs with "damaged=0" (and the
+// later logs were replayed over the hole); and an older log cut inside a
 // record was refused with a bare "pebble/record: unexpected EOF".
 func TestRecoveryOlderLogDamaged(t *testing.T) {
 	src := t.TempDir()
@@ -435,19 +437,20 @@ func TestRecoveryOlderLogDamaged(t *testing.T) {
 		name   string
 		damage func(t *testing.T, wals []string)
 		refuse bool // Pebble can prove the damage: the directory is not served
+		hole   bool // the logs after the damage are set aside
 	}{
-		{"nothing", func(*testing.T, []string) {}, false},
-		{"delete an older log", func(t *testing.T, w []string) { remove(t, w[2]) }, false},
-		{"delete the oldest log", func(t *testing.T, w []string) { remove(t, w[0]) }, false},
-		{"delete the newest log", func(t *testing.T, w []string) { remove(t, w[len(w)-1]) }, false},
+		{"nothing", func(*testing.T, []string) {}, false, false},
+		{"delete an older log", func(t *testing.T, w []string) { remove(t, w[2]) }, false, true},
+		{"delete the oldest log", func(t *testing.T, w []string) { remove(t, w[0]) }, false, true},
+		{"delete the newest log", func(t *testing.T, w []string) { remove(t, w[len(w)-1]) }, false, false},
 		{"delete every log", func(t *testing.T, w []string) {
 			for _, f := range w {
 				remove(t, f)
 			}
-		}, false},
-		{"cut an older log where a record begins", func(t *testing.T, w []string) { truncate(t, w[2], boundary) }, false},
-		{"cut an older log inside a record", func(t *testing.T, w []string) { truncate(t, w[2], dataEnd(t, w[2])-100) }, true},
-		{"overwrite bytes of an older log", func(t *testing.T, w []string) { flip(t, w[2], dataEnd(t, w[2])/2) }, true},
+		}, false, false},
+		{"cut an older log where a record begins", func(t *testing.T, w []string) { truncate(t, w[2], boundary) }, false, true},
+		{"cut an older log inside a record", func(t *testing.T, w []string) { truncate(t, w[2], dataEnd(t, w[2])-100) }, true, false},
+		{"overwrite bytes of an older log", func(t *testing.T, w []string) { flip(t, w[2], dataEnd(t, w[2])/2) }, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -469,9 +472,13 @@ func TestRecoveryOlderLogDamaged(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := countJobs(t, s)
+			prefix := jobsArePrefix(t, s, got)
 			r := s.Recovery()
 			s.Close()
 			lostJobs := total - got
+			if !prefix {
+				t.Errorf("the %d jobs left are not the first %d enqueued: a write after the damage was replayed over it", got, got)
+			}
 			t.Logf("%d of %d jobs; Damaged %q", got, total, r.Damaged)
 			if lostJobs == 0 {
 				if len(r.Damaged) != 0 {
@@ -485,6 +492,9 @@ func TestRecoveryOlderLogDamaged(t *testing.T) {
 			want := fmt.Sprintf("lost %s, which created %d jobs", commitsText(lostJobs/100), lostJobs)
 			if len(r.Damaged) != 1 || !strings.Contains(r.Damaged[0], want) {
 				t.Fatalf("%d of %d jobs; Damaged %q, want one report saying %q", got, total, r.Damaged, want)
+			}
+			if aside := "moved to " + filepath.Join(dir, pebble.LostWALDir); tc.hole != strings.Contains(r.Damaged[0], aside) {
+				t.Errorf("Damaged %q: saying %q is %v, want %v", r.Damaged, aside, !tc.hole, tc.hole)
 			}
 			// Reported once.
 			s, err = pebble.Open(context.Background(), pebble.Options{Path: dir})
@@ -537,5 +547,73 @@ func flip(t *testing.T, path string, off int64) {
 	}
 	if _, err := f.WriteAt(buf, off); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// jobsArePrefix says whether the n jobs on queue q of s are those of the
+// first n keys enqueued (k0, k1, ...).
+func jobsArePrefix(t *testing.T, s *pebble.Store, n int64) bool {
+	t.Helper()
+	for _, i := range []int64{0, n - 1, n} {
+		if i < 0 {
+			continue
+		}
+		key := "k" + strconv.FormatInt(i, 10)
+		l, err := s.LookupDedup(context.Background(), &store.LookupDedupParams{Now: recT0, Queue: "q", Key: key})
+		if err != nil && !errors.Is(err, store.ErrDedupNotFound) {
+			t.Fatal(err)
+		}
+		if found := err == nil && l != nil && l.JobState != store.JobStateDeleted; found != (i < n) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRecoveryLossCountedOnce: a loss reported at one start is not counted
+// again when a later loss takes the log that recorded it (the count the
+// first start brought the database up to).
+func TestRecoveryLossCountedOnce(t *testing.T) {
+	src := t.TempDir()
+	s, err := pebble.Open(context.Background(), pebble.Options{Path: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueueBatches(t, s, 0, 10)
+	for len(walFiles(t, src)) < 2 {
+		enqueueBatches(t, s, 10, 11)
+	}
+	crashed, _ := copyDir(t, src)
+	s.Close()
+	remove(t, walFiles(t, crashed)[0])
+	s, err = pebble.Open(context.Background(), pebble.Options{Path: crashed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Recovery(); len(r.Damaged) != 1 || countJobs(t, s) != 0 {
+		t.Fatalf("first loss: Damaged %q, %d jobs; want it reported and no job left", r.Damaged, countJobs(t, s))
+	}
+	// Again: batches 100 on, until the store has started a second log
+	// (Pebble may keep an old log file to recycle: it holds only commits
+	// the tables have), then the first log written since the start (which
+	// holds the count the start wrote) deleted.
+	first := walFiles(t, crashed)
+	b := 100
+	for len(walFiles(t, crashed)) < len(first)+1 || b == 100 {
+		enqueueBatches(t, s, b, b+1)
+		b++
+	}
+	again, _ := copyDir(t, crashed)
+	s.Close()
+	remove(t, filepath.Join(again, filepath.Base(first[len(first)-1])))
+	s, err = pebble.Open(context.Background(), pebble.Options{Path: again})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := countJobs(t, s)
+	want := fmt.Sprintf("lost %s, which created %d jobs", commitsText(int64(b-100)-got/100), int64(b-100)*100-got)
+	if r := s.Recovery(); len(r.Damaged) != 1 || !strings.Contains(r.Damaged[0], want) {
+		t.Fatalf("second loss: %d jobs; Damaged %q, want it saying %q (only the commits since the first loss)", got, r.Damaged, want)
 	}
 }

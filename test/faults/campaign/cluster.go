@@ -54,7 +54,8 @@ type node struct {
 	downTill time.Time // the supervisor waits until then before a restart
 	paused   bool
 	starts   int
-	exits    []string // how each run of the process ended
+	started  time.Time // when the running process started
+	exits    []string  // how each run of the process ended
 }
 
 const nodePort = 50051
@@ -275,6 +276,7 @@ func (c *cluster) supervise(ctx context.Context, n *node) {
 		}
 		n.cmd, n.paused = cmd, false
 		n.starts++
+		n.started = time.Now()
 		n.mu.Unlock()
 		err := cmd.Wait()
 		n.mu.Lock()
@@ -318,6 +320,23 @@ func (n *node) kill(down time.Duration) error {
 	}
 	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process dies all the same; resume is harmless
 	return cmd.Process.Kill()
+}
+
+// waitDown waits until n's process has exited (the supervisor's Wait
+// returned), at most limit.
+func (n *node) waitDown(limit time.Duration) error {
+	for deadline := time.Now().Add(limit); ; {
+		n.mu.Lock()
+		down := n.cmd == nil
+		n.mu.Unlock()
+		if down {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still running %v after SIGKILL", limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // stop ends the nodes for good (the supervisors end with ctx) and removes

@@ -348,6 +348,15 @@ wait:
 	if err := hw.WriteState(st); err != nil {
 		return rep, err
 	}
+	losses, err := nm.lossesReported()
+	if err != nil {
+		return rep, fmt.Errorf("reading the recovery reports of the deleted logs: %w", err)
+	}
+	for _, l := range losses {
+		if err := hw.WriteLoss(l); err != nil {
+			return rep, err
+		}
+	}
 	if err := hf.Sync(); err != nil {
 		return rep, err
 	}

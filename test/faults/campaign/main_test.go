@@ -13,7 +13,7 @@ func TestParseFaults(t *testing.T) {
 	for _, tc := range []struct {
 		in, backend, want, err string
 	}{
-		{"all", backendEmbedded, "kill,pause,partition-client,loss,disk-full", ""},
+		{"all", backendEmbedded, "kill,pause,partition-client,loss,disk-full,log-delete", ""},
 		{"", backendPostgres, "kill,pause,partition-client,loss,partition-db,pg-restart,clock-skew", ""},
 		{"kill, pause", backendPostgres, "kill,pause", ""},
 		{"pg-restart", backendEmbedded, "", "does not apply to the embedded backend"},

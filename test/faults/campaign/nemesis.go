@@ -10,11 +10,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sepp-dev/sepp/test/faults/history"
 )
 
 // The kinds of fault the nemesis injects.
@@ -27,6 +31,7 @@ const (
 	faultPGRestart   = "pg-restart" // restart PostgreSQL itself
 	faultClockSkew   = "clock-skew" // step one node's wall clock by seconds
 	faultDiskFull    = "disk-full"  // fill the embedded store's file system
+	faultLogDelete   = "log-delete" // SIGKILL a node and delete an older write-ahead log while it is down
 )
 
 // faultKinds lists every kind, and which backends it applies to.
@@ -39,6 +44,7 @@ var faultKinds = []struct {
 	{faultPartitionCl, []string{backendEmbedded, backendPostgres}},
 	{faultLoss, []string{backendEmbedded, backendPostgres}},
 	{faultDiskFull, []string{backendEmbedded}},
+	{faultLogDelete, []string{backendEmbedded}},
 	{faultPartitionDB, []string{backendPostgres}},
 	{faultPGRestart, []string{backendPostgres}},
 	{faultClockSkew, []string{backendPostgres}},
@@ -115,6 +121,16 @@ type nemesis struct {
 	mu     sync.Mutex
 	counts map[string]int
 	errs   map[string]int
+	losses []pendingLoss // the logs log-delete deleted, for the history (losses)
+}
+
+// pendingLoss is a log the nemesis deleted: the history's Loss without
+// what the node's recovery said, which is read from its log after the run,
+// from offset (the log's size when the node was down).
+type pendingLoss struct {
+	loss    history.Loss
+	nodeLog string
+	offset  int64
 }
 
 func (nm *nemesis) run(ctx context.Context) {
@@ -208,6 +224,15 @@ func (nm *nemesis) apply(kind string, n *node, hold time.Duration) (heal func() 
 			return nil, "", err
 		}
 		return func() error { return writeClock(n, 0) }, fmt.Sprintf("offset %+d ms", ms), nil
+	case faultLogDelete:
+		if err := n.kill(hold); err != nil {
+			return nil, "", err
+		}
+		if err := n.waitDown(10 * time.Second); err != nil {
+			return nil, "", err
+		}
+		detail, err := nm.deleteOlderLog(n)
+		return nil, detail, err
 	case faultDiskFull:
 		path := filepath.Join(n.mount, "filler")
 		size, err := fill(path)
@@ -218,6 +243,99 @@ func (nm *nemesis) apply(kind string, n *node, hold time.Duration) (heal func() 
 	}
 	return nil, "", fmt.Errorf("unknown fault %q", kind)
 }
+
+// deleteOlderLog deletes one of the write-ahead logs of n's store, which
+// is down, other than the newest, as a disk or an operator might, and
+// records the loss: at its next start the store finds the hole, sets aside
+// the logs after it and serves every write up to it, so what the node wrote
+// from the newest write of the log before (or from its start) until it was
+// killed may be gone. With a single log there is nothing older to delete,
+// and the fault is a kill.
+func (nm *nemesis) deleteOlderLog(n *node) (string, error) {
+	logs, err := filepath.Glob(filepath.Join(n.dataDir, "*.log"))
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(logs)
+	if len(logs) < 2 {
+		return fmt.Sprintf("%d log: nothing older to delete", len(logs)), nil
+	}
+	i := nm.rng.IntN(len(logs) - 1)
+	n.mu.Lock()
+	from := n.started
+	n.mu.Unlock()
+	if i > 0 {
+		fi, err := os.Stat(logs[i-1])
+		if err != nil {
+			return "", err
+		}
+		from = fi.ModTime()
+	}
+	fi, err := os.Stat(logs[i])
+	if err != nil {
+		return "", err
+	}
+	killed := time.Now() // the node is down: it wrote nothing after this
+	nodeLog := filepath.Join(n.dir, "sepp.log")
+	li, err := os.Stat(nodeLog)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Remove(logs[i]); err != nil {
+		return "", err
+	}
+	nm.mu.Lock()
+	nm.losses = append(nm.losses, pendingLoss{
+		loss:    history.Loss{Node: n.i, File: filepath.Base(logs[i]), From: history.At(from), To: history.At(killed)},
+		nodeLog: nodeLog, offset: li.Size(),
+	})
+	nm.mu.Unlock()
+	return fmt.Sprintf("deleted %s (%d KiB) of %d logs", filepath.Base(logs[i]), fi.Size()>>10, len(logs)), nil
+}
+
+// lossesReported completes each deleted log's loss with what the node's
+// next recovery report said: the first "store recovered" line after the
+// deletion. "lost N acknowledged commits, which created M jobs" may appear
+// more than once (a hole, and writes missing after the last log); each
+// counts.
+func (nm *nemesis) lossesReported() ([]history.Loss, error) {
+	nm.mu.Lock()
+	pending := append([]pendingLoss(nil), nm.losses...)
+	nm.mu.Unlock()
+	var out []history.Loss
+	for _, p := range pending {
+		b, err := os.ReadFile(p.nodeLog)
+		if err != nil {
+			return nil, err
+		}
+		l := p.loss
+		if p.offset <= int64(len(b)) {
+			for _, line := range strings.Split(string(b[p.offset:]), "\n") {
+				var rec struct {
+					Msg  string `json:"msg"`
+					What string `json:"what"`
+				}
+				if json.Unmarshal([]byte(line), &rec) != nil || !strings.HasPrefix(rec.Msg, "store recovered") {
+					continue
+				}
+				l.Report = rec.What
+				for _, m := range lostCounts.FindAllStringSubmatch(rec.What, -1) {
+					commits, _ := strconv.ParseInt(m[1], 10, 64)
+					jobs, _ := strconv.ParseInt(m[2], 10, 64)
+					l.Commits += commits
+					l.Jobs += jobs
+					l.Reported = true
+				}
+				break
+			}
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// lostCounts reads the counts of the recovery report's "lost" sentence.
+var lostCounts = regexp.MustCompile(`lost (\d+) acknowledged commits?, which created (\d+) jobs?`)
 
 // nft adds a table to n's namespace that drops what the input and output
 // rules match; healing deletes the table.

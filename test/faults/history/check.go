@@ -50,6 +50,10 @@ const (
 	// Two jobs of a queue with a uniqueness rule, with one rule key, were
 	// created within the rule's window.
 	KindRuleViolated Kind = "rule violated"
+	// A log the driver deleted (a Loss) lost acknowledged jobs its node's
+	// recovery report did not count: it reported no loss, or fewer jobs
+	// than are missing.
+	KindLossUnreported Kind = "loss not reported"
 	// A job of a debounce queue was delivered sooner than debounce_ms after
 	// the enqueue that created or replaced it.
 	KindDebouncedEarly Kind = "debounced job delivered early"
@@ -62,7 +66,7 @@ const (
 var Kinds = []Kind{KindAckedJobMissing, KindDedupMismatch, KindDuplicateAccepted, KindDuplicateJob,
 	KindPhantomJob, KindCompletionLost, KindCompletedTwice, KindJobLost, KindEffectRanTwice,
 	KindEffectReacquired, KindEffectResultMissing, KindEffectResultMismatch, KindDedupBeforeCreate,
-	KindAtomicBatchPartial, KindRuleViolated, KindDebouncedEarly, KindMalformed}
+	KindAtomicBatchPartial, KindRuleViolated, KindDebouncedEarly, KindMalformed, KindLossUnreported}
 
 // The warnings: reported, not violations.
 const (
@@ -71,6 +75,9 @@ const (
 	// The history has no state section: the checks against the store did
 	// not run.
 	WarnNoState Kind = "no state section"
+	// A violation one of whose operations overlaps a loss the node
+	// reported with counts (see Check).
+	WarnExcusedByLoss Kind = "explained by a reported loss"
 )
 
 // OpRef names an operation: its line (in the file, or its 1-based position
@@ -98,6 +105,8 @@ type Violation struct {
 	Kind    Kind    `json:"kind"`
 	Message string  `json:"message"`
 	Ops     []OpRef `json:"ops,omitempty"`
+	// Job is the missing job of an acked-job-missing violation.
+	Job string `json:"job,omitempty"`
 }
 
 func (v Violation) String() string {
@@ -219,6 +228,14 @@ type checker struct {
 // compares the times of different processes, and those with the store's
 // created_at, as one clock: the driver's clients should share the host's
 // clock, or findings near a window's edge cannot be trusted.
+//
+// A loss the driver caused (History.Losses) may take any write its node
+// made while it wrote the deleted log: a violation one of whose operations
+// overlaps that time is explained by the loss, and reported as a warning,
+// only when the node's recovery reported the loss with counts, and only as
+// long as the acknowledged jobs missing there are no more than the jobs it
+// reported; otherwise the loss is a violation of its own
+// (KindLossUnreported), besides what it explains.
 func Check(h *History) Report {
 	rep := Report{Counts: map[OpKind]map[Outcome]int{}, Ops: len(h.Ops), Violations: []Violation{}, Warnings: []Violation{}}
 	c := &checker{h: h, rep: &rep, policies: map[string]QueuePolicy{}, jobs: map[string]*Job{}, deleted: map[string]bool{}}
@@ -247,7 +264,75 @@ func Check(h *History) Report {
 	c.checkEffects()
 	c.checkRules()
 	c.checkDebounce()
+	c.explainLosses()
 	return rep
+}
+
+// explainLosses moves the violations the driver's reported losses explain
+// to the warnings, and reports a loss whose report did not count what it
+// lost.
+func (c *checker) explainLosses() {
+	losses := c.h.Losses
+	if len(losses) == 0 {
+		return
+	}
+	byLine := make(map[int]int, len(c.refs))
+	for i, r := range c.refs {
+		byLine[r.Line] = i
+	}
+	// overlaps is the first loss whose span one of refs' operations
+	// overlaps, or -1.
+	overlaps := func(refs []OpRef) int {
+		for _, r := range refs {
+			i, ok := byLine[r.Line]
+			if !ok {
+				continue
+			}
+			op := &c.h.Ops[i]
+			for li, l := range losses {
+				if !op.Start.After(l.To.Time) && !op.End.Before(l.From.Time) {
+					return li
+				}
+			}
+		}
+		return -1
+	}
+	missing := make([]map[string]bool, len(losses))
+	missingRefs := make([][]OpRef, len(losses))
+	kept := c.rep.Violations[:0]
+	var explained []Violation
+	for _, v := range c.rep.Violations {
+		li := overlaps(v.Ops)
+		if li < 0 {
+			kept = append(kept, v)
+			continue
+		}
+		if v.Kind == KindAckedJobMissing {
+			if missing[li] == nil {
+				missing[li] = map[string]bool{}
+			}
+			missing[li][v.Job] = true
+			missingRefs[li] = append(missingRefs[li], v.Ops...)
+		}
+		if !losses[li].Reported {
+			kept = append(kept, v)
+			continue
+		}
+		explained = append(explained, v)
+	}
+	c.rep.Violations = kept
+	for _, v := range explained {
+		c.warn(WarnExcusedByLoss, v.String(), v.Ops...)
+	}
+	for li, l := range losses {
+		n := int64(len(missing[li]))
+		switch {
+		case n > 0 && !l.Reported:
+			c.violate(KindLossUnreported, fmt.Sprintf("node %d's deleted log %s lost %d acknowledged jobs, and its recovery reported no loss", l.Node, l.File, n), missingRefs[li]...)
+		case n > l.Jobs:
+			c.violate(KindLossUnreported, fmt.Sprintf("node %d's deleted log %s lost %d acknowledged jobs, and its recovery reported %d (%q)", l.Node, l.File, n, l.Jobs, l.Report), missingRefs[li]...)
+		}
+	}
 }
 
 func (c *checker) violate(k Kind, msg string, refs ...OpRef) {
@@ -351,7 +436,8 @@ func (c *checker) checkAcked() {
 			continue
 		}
 		if _, ok := c.jobs[e.jobID]; !ok {
-			c.violate(KindAckedJobMissing, fmt.Sprintf("enqueue of %s/%q acknowledged job %s, which the final state does not hold", e.queue, e.key, e.jobID), e.ref)
+			c.rep.Violations = append(c.rep.Violations, Violation{Kind: KindAckedJobMissing, Job: e.jobID, Ops: []OpRef{e.ref},
+				Message: fmt.Sprintf("enqueue of %s/%q acknowledged job %s, which the final state does not hold", e.queue, e.key, e.jobID)})
 		}
 	}
 }

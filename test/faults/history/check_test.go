@@ -241,6 +241,11 @@ type violationCase struct {
 func violationCases() []violationCase {
 	work := []QueuePolicy{queue("q", 10000, "return_original")}
 	return []violationCase{
+		{KindLossUnreported, &History{
+			Ops:    []Record{enqueue(1, "a", "q", "k", 0, 10, OK, "J1", false)},
+			State:  &State{Queues: work},
+			Losses: []Loss{{Node: 0, File: "000004.log", From: at(-100), To: at(5), Reported: true, Commits: 1, Jobs: 0}},
+		}, []OpRef{ref(1, "a")}},
 		{KindAckedJobMissing, &History{
 			Ops:   []Record{enqueue(1, "a", "q", "k", 0, 10, OK, "J1", false)},
 			State: &State{Queues: work},
@@ -611,4 +616,47 @@ func TestDebounce(t *testing.T) {
 func withRule(j Job, ruleKey string) Job {
 	j.RuleKey = ruleKey
 	return j
+}
+
+// TestLosses: a log the driver deleted explains the violations of the
+// writes made while it was written only when the node reported the loss
+// with counts covering the jobs missing; a loss never explains what
+// happened outside its span.
+func TestLosses(t *testing.T) {
+	work := []QueuePolicy{queue("q", 10000, "return_original")}
+	ops := []Record{
+		enqueue(1, "a", "q", "k1", 0, 10, OK, "J1", false),    // in the lost log
+		enqueue(2, "b", "q", "k2", 5, 12, OK, "J2", false),    // in the lost log
+		enqueue(3, "c", "q", "k1", 500, 510, OK, "J3", false), // after the restart: the lost record made a new job
+		enqueue(4, "d", "q", "k4", 900, 910, OK, "J4", false), // after: must be there
+	}
+	state := &State{Jobs: []Job{job("J3", "q", "k1", "completed", 505)}, Queues: work}
+	loss := Loss{Node: 0, File: "000004.log", From: at(-100), To: at(20), Reported: true, Commits: 2, Jobs: 2, Report: "lost 2 acknowledged commits, which created 2 jobs"}
+	cases := []struct {
+		name  string
+		loss  Loss
+		kinds map[Kind]int
+	}{
+		{"reported", loss, map[Kind]int{KindAckedJobMissing: 1}}, // J4 is not explained
+		{"reported fewer", func() Loss { l := loss; l.Jobs = 1; return l }(), map[Kind]int{KindAckedJobMissing: 1, KindLossUnreported: 1}},
+		{"not reported", func() Loss { l := loss; l.Reported, l.Jobs, l.Commits = false, 0, 0; return l }(),
+			map[Kind]int{KindAckedJobMissing: 3, KindDedupMismatch: 1, KindLossUnreported: 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Check(&History{Ops: ops, State: state, Losses: []Loss{tc.loss}})
+			if got := rep.ByKind(); !reflect.DeepEqual(got, tc.kinds) {
+				t.Fatalf("violations %v, want %v:\n%s", got, tc.kinds, rep)
+			}
+			explained := 0
+			for _, w := range rep.Warnings {
+				if w.Kind == WarnExcusedByLoss {
+					explained++
+				}
+			}
+			if want := map[bool]int{true: 3, false: 0}[tc.loss.Reported]; explained != want {
+				t.Errorf("%d violations explained by the loss, want %d (two jobs missing, one dedup mismatch):\n%s", explained, want, rep)
+			}
+		})
+	}
 }

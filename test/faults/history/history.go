@@ -68,6 +68,14 @@
 // on_duplicate = "return_original" with an unbounded window. A history
 // without a state section can be checked only for what the acks say among
 // themselves.
+//
+// A loss line {"loss": {...}} (type Loss) records a loss the driver caused
+// on purpose: it deleted one of a stopped node's older write-ahead log files
+// (file), so the writes that node made from "from" to "to" (its kill) may be
+// gone, and
+// it read what the node's recovery report said at its next start
+// (reported, commits, jobs, report). The checker accepts what such a loss
+// explains only when the report counted it (see Check).
 package history
 
 import (
@@ -273,11 +281,30 @@ type State struct {
 	Queues  []QueuePolicy `json:"queues"`
 }
 
-// History is a whole run: the operations and the state section (nil when the
-// driver did not write one).
+// Loss is a loss of acknowledged writes the driver caused on purpose: it
+// deleted File, an older write-ahead log of node Node, while the node was
+// down. The writes the node made from From (the newest write of the log
+// before it, or the node's start) to To (its kill) may be gone: the store
+// serves every write up to the hole and sets aside the logs after it.
+// Reported, Commits and Jobs are what the node's recovery report said at
+// its next start; Report is its words.
+type Loss struct {
+	Node     int    `json:"node"`
+	File     string `json:"file"`
+	From     Time   `json:"from"`
+	To       Time   `json:"to"`
+	Reported bool   `json:"reported"`
+	Commits  int64  `json:"commits"`
+	Jobs     int64  `json:"jobs"`
+	Report   string `json:"report,omitempty"`
+}
+
+// History is a whole run: the operations, the state section (nil when the
+// driver did not write one) and the losses the driver caused.
 type History struct {
-	Ops   []Record
-	State *State
+	Ops    []Record
+	State  *State
+	Losses []Loss
 }
 
 // Writer writes a history, one line per record. It is safe for concurrent
@@ -299,6 +326,13 @@ func (w *Writer) WriteState(s State) error {
 	return w.put(struct {
 		State State `json:"state"`
 	}{s})
+}
+
+// WriteLoss appends a loss the driver caused.
+func (w *Writer) WriteLoss(l Loss) error {
+	return w.put(struct {
+		Loss Loss `json:"loss"`
+	}{l})
 }
 
 func (w *Writer) put(v any) error {
@@ -332,9 +366,14 @@ func Read(r io.Reader) (*History, error) {
 		}
 		var probe struct {
 			State *State `json:"state"`
+			Loss  *Loss  `json:"loss"`
 		}
 		if err := json.Unmarshal(b, &probe); err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		if probe.Loss != nil {
+			h.Losses = append(h.Losses, *probe.Loss)
+			continue
 		}
 		if probe.State != nil {
 			if h.State != nil {
