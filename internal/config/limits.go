@@ -1,5 +1,7 @@
 package config
 
+import "fmt"
+
 // Defaults of the [limits] table: bounds on what one request, and one
 // connection, may ask of the server (docs/security.md, Limits on requests).
 const (
@@ -7,6 +9,12 @@ const (
 	DefaultMaxReserveJobs            = 1000
 	DefaultMaxLongPollsPerConnection = 100
 	DefaultMaxLongPolls              = 10000
+	// DefaultMaxLongPollsPerClient is the per-client bound left out of
+	// the file (at most half of max_long_polls): one client needs 1000
+	// waiting calls only for 1000 worker processes (a worker holds one
+	// Reserve), which max_connections_per_ip (1000) already stops from
+	// reaching the port from one address.
+	DefaultMaxLongPollsPerClient = 1000
 )
 
 // Bounds of the derived request size (LimitsConfig.RequestBytes).
@@ -36,6 +44,12 @@ type LimitsConfig struct {
 	// MaxLongPolls is the most waiting calls the whole node holds at once.
 	// Default 10000.
 	MaxLongPolls int `toml:"max_long_polls"`
+	// MaxLongPollsPerClient is the most waiting calls one client may have
+	// open at once, over all its connections: a client is a token when
+	// [auth] has tokens, else an IP address. 0 (left out) is
+	// DefaultMaxLongPollsPerClient, at most half of MaxLongPolls; see
+	// LongPollsPerClient.
+	MaxLongPollsPerClient int `toml:"max_long_polls_per_client"`
 	// MaxRequestBytes is the largest request message accepted, in bytes,
 	// refused by the transport before it is read. 0 (the default) derives
 	// it from [server]: max_payload_bytes + max_batch_size * 4 KiB +
@@ -63,6 +77,16 @@ func (l LimitsConfig) RequestBytes(s ServerConfig) int64 {
 	return min(n, 1<<30)
 }
 
+// LongPollsPerClient is MaxLongPollsPerClient, or when it is left out
+// DefaultMaxLongPollsPerClient, lowered to half of MaxLongPolls so that one
+// client never takes every waiting place of the node.
+func (l LimitsConfig) LongPollsPerClient() int {
+	if l.MaxLongPollsPerClient > 0 {
+		return l.MaxLongPollsPerClient
+	}
+	return min(DefaultMaxLongPollsPerClient, max(l.MaxLongPolls/2, 1))
+}
+
 // defaultLimits is the [limits] table with nothing set.
 func defaultLimits() LimitsConfig {
 	return LimitsConfig{
@@ -79,6 +103,11 @@ func (v *validator) validateLimits(l LimitsConfig) {
 	v.positive("limits.max_reserve_jobs", int64(l.MaxReserveJobs))
 	v.positive("limits.max_long_polls_per_connection", int64(l.MaxLongPollsPerConnection))
 	v.positive("limits.max_long_polls", int64(l.MaxLongPolls))
+	if l.MaxLongPollsPerClient < 0 || (l.MaxLongPollsPerClient == 0 && v.has("limits.max_long_polls_per_client")) {
+		r := intRanges["limits.max_long_polls_per_client"]
+		v.bad("limits.max_long_polls_per_client", fmt.Sprintf("must be from %d to %d, got %d (leave it out for the default: %d, at most half of max_long_polls)",
+			r.lo, r.hi, l.MaxLongPollsPerClient, DefaultMaxLongPollsPerClient))
+	}
 	if l.MaxRequestBytes < 0 || (l.MaxRequestBytes == 0 && v.has("limits.max_request_bytes")) {
 		v.bad("limits.max_request_bytes", "must be > 0 (leave it out for the derived default)")
 	}

@@ -3,8 +3,10 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,11 +30,12 @@ func limitExceeded(key string, limit int64, format string, args ...any) *apiErro
 }
 
 // longPolls counts the waiting calls (Reserve and ClaimEffect with
-// wait_ms > 0) of each connection and of the node.
+// wait_ms > 0) of each connection, of each client and of the node.
 type longPolls struct {
-	mu     sync.Mutex
-	total  int
-	byConn map[string]int
+	mu       sync.Mutex
+	total    int
+	byConn   map[string]int
+	byClient map[string]int
 }
 
 // peerKey is the context key of the client connection's address, set by the
@@ -51,17 +54,35 @@ func connOf(ctx context.Context) string {
 	return ""
 }
 
+// clientOf names the client a call belongs to, for
+// limits.max_long_polls_per_client: its token when [auth] has tokens (a
+// token's calls are one client wherever they come from), else its
+// connection's IP address, so that the connections of one address share
+// one bound.
+func clientOf(ctx context.Context) string {
+	if t := principal(ctx); t != nil {
+		return fmt.Sprintf("token %q", t.Name)
+	}
+	conn := connOf(ctx)
+	if ap, err := netip.ParseAddrPort(conn); err == nil {
+		return "address " + ap.Addr().Unmap().String()
+	}
+	return "address " + conn
+}
+
 // withPeer records a Connect call's remote address for connOf.
 func withPeer(ctx context.Context, addr string) context.Context {
 	return context.WithValue(ctx, peerKey{}, addr)
 }
 
 // startLongPoll admits one waiting call of ctx's connection, or refuses it
-// over limits.max_long_polls_per_connection or limits.max_long_polls. The
-// caller calls done when the call ends.
+// over limits.max_long_polls, limits.max_long_polls_per_client or
+// limits.max_long_polls_per_connection. The caller calls done when the call
+// ends.
 func (s *Server) startLongPoll(ctx context.Context) (done func(), aerr *apiError) {
 	l := s.cfg.Limits
-	conn := connOf(ctx)
+	conn, client := connOf(ctx), clientOf(ctx)
+	perClient := l.LongPollsPerClient()
 	p := &s.polls
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -69,15 +90,21 @@ func (s *Server) startLongPoll(ctx context.Context) (done func(), aerr *apiError
 		return nil, limitExceeded("max_long_polls", int64(l.MaxLongPolls),
 			"the node already holds %d waiting calls, its limit (limits.max_long_polls = %d): retry later, or with wait_ms = 0", p.total, l.MaxLongPolls)
 	}
+	if n := p.byClient[client]; n >= perClient {
+		return nil, limitExceeded("max_long_polls_per_client", int64(perClient),
+			"this client (%s) already has %d waiting calls over all its connections, its limit (limits.max_long_polls_per_client = %d): wait for one to return before starting another, or send with wait_ms = 0; more workers than that behind one address or on one token need the limit raised on the server",
+			client, n, perClient)
+	}
 	if n := p.byConn[conn]; n >= l.MaxLongPollsPerConnection {
 		return nil, limitExceeded("max_long_polls_per_connection", int64(l.MaxLongPollsPerConnection),
 			"this connection already has %d waiting calls, its limit (limits.max_long_polls_per_connection = %d): wait for one to return before starting another, or send with wait_ms = 0", n, l.MaxLongPollsPerConnection)
 	}
 	if p.byConn == nil {
-		p.byConn = map[string]int{}
+		p.byConn, p.byClient = map[string]int{}, map[string]int{}
 	}
 	p.total++
 	p.byConn[conn]++
+	p.byClient[client]++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -86,6 +113,9 @@ func (s *Server) startLongPoll(ctx context.Context) (done func(), aerr *apiError
 			p.total--
 			if p.byConn[conn]--; p.byConn[conn] <= 0 {
 				delete(p.byConn, conn)
+			}
+			if p.byClient[client]--; p.byClient[client] <= 0 {
+				delete(p.byClient, client)
 			}
 		})
 	}, nil

@@ -208,6 +208,7 @@ func TestLimitLongPolls(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{RealTime: true, Config: victimConfig + `
 [limits]
 max_long_polls_per_connection = 5
+max_long_polls_per_client = 8
 max_long_polls = 8
 `})
 	v := newVictim(t, srv)
