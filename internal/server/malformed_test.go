@@ -1,9 +1,23 @@
 package server_test
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/http"
+	url2 "net/url"
 	"strings"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	_ "google.golang.org/grpc/encoding/gzip" // grpc-go takes gzip, as connect-go does
+	"google.golang.org/protobuf/proto"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
@@ -30,5 +44,220 @@ func TestJSONLoneSurrogate(t *testing.T) {
 	status, body := postJSON(t, srv.URL+"/sepp.v1.JobService/Enqueue", `{"queue":"a","jobType":"t","idempotencyKey":"\ud83d\ude00"}`)
 	if status != 200 || !strings.HasPrefix(body["jobId"].(string), "0") {
 		t.Fatalf("a whole pair: %d %v", status, body)
+	}
+}
+
+// grpcFrame is one length-prefixed message of a gRPC or gRPC-Web body.
+func grpcFrame(flag byte, msg []byte) []byte {
+	b := []byte{flag, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(b[1:], uint32(len(msg)))
+	return append(b, msg...)
+}
+
+// grpcAnswer is the status of a gRPC or gRPC-Web response, wherever it
+// came: in the headers (trailers-only), the trailers, or gRPC-Web's
+// trailer frame.
+type grpcAnswer struct {
+	httpStatus    int
+	contentType   string
+	code          string // grpc-status
+	message       string
+	reason, field string
+	messages      [][]byte // the response's messages
+}
+
+func (a grpcAnswer) String() string {
+	return fmt.Sprintf("HTTP %d %s grpc-status %s %s %q (%d messages)", a.httpStatus, a.contentType, a.code, a.reason, a.message, len(a.messages))
+}
+
+// postFrames sends body as a gRPC or gRPC-Web call (contentType says
+// which) and reads the answer.
+func postFrames(t *testing.T, hc *http.Client, url, contentType string, header http.Header, body []byte) grpcAnswer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("TE", "trailers")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("POST %s: reading the answer: %v", url, err)
+	}
+	a := grpcAnswer{httpStatus: resp.StatusCode, contentType: resp.Header.Get("Content-Type")}
+	fields := http.Header{}
+	for _, h := range []http.Header{resp.Header, resp.Trailer} {
+		for k, v := range h {
+			fields[k] = v
+		}
+	}
+	for len(raw) >= 5 {
+		n := int(binary.BigEndian.Uint32(raw[1:5]))
+		if len(raw) < 5+n {
+			t.Fatalf("POST %s: a response frame announces %d bytes, %d came", url, n, len(raw)-5)
+		}
+		frame := raw[5 : 5+n]
+		if raw[0]&1 != 0 { // compressed with the answer's grpc-encoding, gzip
+			zr, err := gzip.NewReader(bytes.NewReader(frame))
+			if err != nil {
+				t.Fatalf("POST %s: a compressed response frame: %v", url, err)
+			}
+			if frame, err = io.ReadAll(zr); err != nil {
+				t.Fatalf("POST %s: a compressed response frame: %v", url, err)
+			}
+		}
+		if raw[0]&0x80 != 0 { // gRPC-Web's trailers
+			for _, line := range strings.Split(strings.TrimSpace(string(frame)), "\r\n") {
+				k, v, _ := strings.Cut(line, ":")
+				fields.Set(k, strings.TrimSpace(v))
+			}
+		} else {
+			a.messages = append(a.messages, frame)
+		}
+		raw = raw[5+n:]
+	}
+	a.code = fields.Get("Grpc-Status")
+	a.message, _ = url2.PathUnescape(fields.Get("Grpc-Message"))
+	if d := fields.Get("Grpc-Status-Details-Bin"); d != "" {
+		b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(d, "="))
+		if err != nil {
+			t.Fatalf("grpc-status-details-bin: %v", err)
+		}
+		var st spb.Status
+		if err := proto.Unmarshal(b, &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, any := range st.GetDetails() {
+			var info errdetails.ErrorInfo
+			if any.UnmarshalTo(&info) == nil {
+				a.reason, a.field = info.GetReason(), info.GetMetadata()["field"]
+			}
+		}
+	}
+	return a
+}
+
+// grpcPaths are the ways a gRPC or gRPC-Web call reaches the server: each
+// returns its client, content type and whether the call is gRPC-Web.
+var grpcPaths = []struct {
+	name   string
+	client func(t *testing.T, srv *testserver.Server) *http.Client
+	web    bool
+}{
+	// An HTTP/2 connection whose first request is a gRPC call is grpc-go's
+	// own (the splitter).
+	{"gRPC on grpc-go's transport", func(t *testing.T, _ *testserver.Server) *http.Client { return h2cClient(t) }, false},
+	// A gRPC call on an HTTP/2 connection net/http serves goes to grpc-go's
+	// ServeHTTP.
+	{"gRPC on net/http's HTTP/2", h2cAfterHealthz, false},
+	{"gRPC over HTTP/1.1 (connect-go)", http1Client, false},
+	{"gRPC-Web over HTTP/1.1", http1Client, true},
+	{"gRPC-Web over HTTP/2", h2cAfterHealthz, true},
+}
+
+func http1Client(t *testing.T, _ *testserver.Server) *http.Client {
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// h2cAfterHealthz returns an HTTP/2 client whose connection's first request
+// was GET /healthz, so net/http serves it.
+func h2cAfterHealthz(t *testing.T, srv *testserver.Server) *http.Client {
+	hc := h2cClient(t)
+	resp, err := hc.Get(srv.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return hc
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestGRPCMalformedFrames: a unary gRPC or gRPC-Web call whose body is not
+// exactly one well-framed message (cut short, empty, two messages, the
+// compressed flag without a grpc-encoding, a flag that is no request's) is
+// INVALID_ARGUMENT, INVALID_FIELD "request", with a message that says what
+// is wrong, on every way such a call reaches the server; grpc-go answered
+// INTERNAL, connect-go INTERNAL or UNIMPLEMENTED. A message over
+// limits.max_request_bytes is LIMIT_EXCEEDED from its prefix.
+func TestGRPCMalformedFrames(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{})
+	msg, err := proto.Marshal(&seppv1.EnqueueRequest{Queue: "q", JobType: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gzipHeader := http.Header{"Grpc-Encoding": {"gzip"}}
+	const max = 5275648 // limits.max_request_bytes by default
+	for _, path := range grpcPaths {
+		hc := path.client(t, srv)
+		ct := "application/grpc"
+		if path.web {
+			ct = "application/grpc-web"
+		}
+		call := func(header http.Header, body []byte) grpcAnswer {
+			return postFrames(t, hc, srv.URL+"/sepp.v1.JobService/Enqueue", ct, header, body)
+		}
+		// A well-formed call first: on grpc-go's transport the connection
+		// is the first call's.
+		for _, ok := range []struct {
+			name   string
+			header http.Header
+			body   []byte
+		}{{"one message", nil, grpcFrame(0, msg)}, {"one gzipped message", gzipHeader, grpcFrame(1, gzipped(t, msg))}} {
+			if a := call(ok.header, ok.body); a.httpStatus != 200 || a.code != "0" || len(a.messages) != 1 {
+				t.Fatalf("%s, %s: %v; want grpc-status 0 and one message", path.name, ok.name, a)
+			}
+		}
+		for _, tc := range []struct {
+			name   string
+			header http.Header
+			body   []byte
+			want   string
+		}{
+			{"no message", nil, nil, "the body holds no message, and a unary call sends exactly one: an empty message is the 5 bytes 00 00 00 00 00"},
+			{"a cut prefix", nil, []byte{0, 0}, "the body ends inside the 5-byte prefix of its message: send the flag byte, the message's length in 4 bytes (big-endian), then the message"},
+			{"a cut message", nil, grpcFrame(0, msg)[:len(msg)], fmt.Sprintf("the body ends inside its message: the prefix announces %d bytes, and fewer came; send the whole message, with its length in the prefix", len(msg))},
+			{"two messages", nil, append(grpcFrame(0, msg), grpcFrame(0, msg)...), "the body goes on after its message, and a unary call sends exactly one: send one message, with its length in the prefix"},
+			{"a byte after the message", nil, append(grpcFrame(0, msg), 0), "the body goes on after its message, and a unary call sends exactly one: send one message, with its length in the prefix"},
+			{"compressed without grpc-encoding", nil, grpcFrame(1, msg), "the message's compressed flag is set, but the call names no grpc-encoding: name the compression in the grpc-encoding header, or send the message uncompressed with the flag 0"},
+			{"compressed with grpc-encoding identity", http.Header{"Grpc-Encoding": {"identity"}}, grpcFrame(1, msg), "the message's compressed flag is set, but the call names no grpc-encoding: name the compression in the grpc-encoding header, or send the message uncompressed with the flag 0"},
+			{"the trailer flag", nil, grpcFrame(0x80, msg), "the message's flag byte is 0x80: a request message's flag is 0, or 1 when it is compressed"},
+		} {
+			a := call(tc.header, tc.body)
+			want := "request: " + tc.want
+			if a.code != "3" || a.reason != "INVALID_FIELD" || a.field != "request" || a.message != want || len(a.messages) != 0 {
+				t.Errorf("%s, %s: %v\nwant grpc-status 3 INVALID_FIELD (field request) %q", path.name, tc.name, a, want)
+			}
+		}
+		big := []byte{0, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(big[1:], max+1)
+		wantBig := fmt.Sprintf("the request message is %d bytes; the limit is %d (limits.max_request_bytes, derived from max_payload_bytes and max_batch_size unless set): send smaller requests, or split the batch", max+1, max)
+		if a := call(nil, big); a.code != "8" || a.reason != "LIMIT_EXCEEDED" || a.message != wantBig {
+			t.Errorf("%s, a prefix over the limit: %v\nwant grpc-status 8 LIMIT_EXCEEDED %q", path.name, a, wantBig)
+		}
+		// The server still serves the connection.
+		if a := call(nil, grpcFrame(0, msg)); a.code != "0" {
+			t.Fatalf("%s, after the malformed calls: %v", path.name, a)
+		}
 	}
 }

@@ -158,10 +158,12 @@ func New(opts Options) (*Server, error) {
 		// Handshake, idle and ping timeouts of [limits] (connlimit.go).
 		grpc.ConnectionTimeout(s.cfg.Limits.HeaderTimeout()), grpcKeepalive(s.cfg.Limits.ConnectionLimits), grpcEnforcement,
 		grpc.MaxConcurrentStreams(uint32(s.cfg.Limits.StreamsPerConnection())))
-	seppv1.RegisterJobServiceServer(s.grpc, jobs)
-	seppv1.RegisterWorkerServiceServer(s.grpc, workers)
-	seppv1.RegisterEffectServiceServer(s.grpc, effects)
-	seppv1.RegisterAdminServiceServer(s.grpc, admin)
+	// Sepp's unary methods read their frames themselves (frames.go).
+	framed := framedRegistrar{grpc: s.grpc, codec: newGRPCCodec(), max: s.requestBytes(), interceptor: s.grpcInterceptor}
+	seppv1.RegisterJobServiceServer(framed, jobs)
+	seppv1.RegisterWorkerServiceServer(framed, workers)
+	seppv1.RegisterEffectServiceServer(framed, effects)
+	seppv1.RegisterAdminServiceServer(framed, admin)
 	s.health = health.NewServer()
 	for _, name := range append([]string{""}, serviceNames...) {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
@@ -199,7 +201,7 @@ func New(opts Options) (*Server, error) {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	limited := s.limitBody(mux) // limits.go
+	limited := s.limitBody(s.checkFrames(mux)) // limits.go, frames.go
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		withTLSState(r) // over TLS, net/http sees the decrypted stream (tls.go)
 		if r.ProtoMajor == 2 && isGRPCContentType(r.Header.Get("Content-Type")) {
