@@ -225,6 +225,14 @@ func (nm *nemesis) apply(kind string, n *node, hold time.Duration) (heal func() 
 		}
 		return func() error { return writeClock(n, 0) }, fmt.Sprintf("offset %+d ms", ms), nil
 	case faultLogDelete:
+		// A store has a log older than the newest only once its first
+		// memtable filled since it started (a few seconds of load): wait
+		// for that, a while, so that the fault has something to delete.
+		for deadline := time.Now().Add(3 * nm.every); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if logs, _ := n.logsWritten(); len(logs) >= 2 {
+				break
+			}
+		}
 		if err := n.kill(hold); err != nil {
 			return nil, "", err
 		}
@@ -252,13 +260,12 @@ func (nm *nemesis) apply(kind string, n *node, hold time.Duration) (heal func() 
 // killed may be gone. With a single log there is nothing older to delete,
 // and the fault is a kill.
 func (nm *nemesis) deleteOlderLog(n *node) (string, error) {
-	logs, err := filepath.Glob(filepath.Join(n.dataDir, "*.log"))
+	logs, err := n.logsWritten()
 	if err != nil {
 		return "", err
 	}
-	sort.Strings(logs)
 	if len(logs) < 2 {
-		return fmt.Sprintf("%d log: nothing older to delete", len(logs)), nil
+		return fmt.Sprintf("%d log written since the start: nothing older to delete", len(logs)), nil
 	}
 	i := nm.rng.IntN(len(logs) - 1)
 	n.mu.Lock()
@@ -291,6 +298,27 @@ func (nm *nemesis) deleteOlderLog(n *node) (string, error) {
 	})
 	nm.mu.Unlock()
 	return fmt.Sprintf("deleted %s (%d KiB) of %d logs", filepath.Base(logs[i]), fi.Size()>>10, len(logs)), nil
+}
+
+// logsWritten lists the write-ahead logs of n's store written since the
+// node last started, oldest first: not the old log files Pebble keeps to
+// reuse, which hold only what its tables hold already.
+func (n *node) logsWritten() ([]string, error) {
+	all, err := filepath.Glob(filepath.Join(n.dataDir, "*.log"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(all)
+	n.mu.Lock()
+	started := n.started
+	n.mu.Unlock()
+	var logs []string
+	for _, f := range all {
+		if fi, err := os.Stat(f); err == nil && !fi.ModTime().Before(started) {
+			logs = append(logs, f)
+		}
+	}
+	return logs, nil
 }
 
 // lossesReported completes each deleted log's loss with what the node's
