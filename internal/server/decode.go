@@ -56,10 +56,26 @@ func decodeError(req any) *apiError {
 }
 
 // grpcCodec is grpc-go's proto codec with decodeFailed for errors
-// (grpc.ForceServerCodecV2).
+// (grpc.ForceServerCodecV2). It writes a jsonReply in JSON.
 type grpcCodec struct{ encoding.CodecV2 }
 
 func newGRPCCodec() grpcCodec { return grpcCodec{encoding.GetCodecV2(grpcproto.Name)} }
+
+// jsonReply is the answer to a gRPC call in JSON (application/grpc+json),
+// for grpcCodec to write as strictJSON does. grpc-go picks no codec by the
+// call's content type once one is forced, so the handler says which.
+type jsonReply struct{ msg any }
+
+func (c grpcCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(jsonReply); ok {
+		b, err := strictJSON{}.Marshal(r.msg)
+		if err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	return c.CodecV2.Marshal(v)
+}
 
 func (c grpcCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := c.CodecV2.Unmarshal(data, v)

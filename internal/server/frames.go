@@ -99,6 +99,9 @@ type grpcStream interface {
 	ReadMessageHeader(header []byte) error
 	Read(n int) (mem.BufferSlice, error)
 	RecvCompress() string
+	// ContentSubtype is the call's codec: "" or "proto" for protobuf,
+	// "json", or what else follows "application/grpc+", in lower case.
+	ContentSubtype() string
 }
 
 // grpcFrames reads a grpcStream.
@@ -138,7 +141,7 @@ func (r framedRegistrar) RegisterService(sd *grpc.ServiceDesc, impl any) {
 func (r framedRegistrar) unary(handler grpc.MethodHandler) grpc.StreamHandler {
 	return func(srv any, ss grpc.ServerStream) error {
 		ctx := ss.Context()
-		dec, err := r.request(ctx, ss)
+		dec, inJSON, err := r.request(ctx, ss)
 		if err != nil {
 			return err
 		}
@@ -146,17 +149,44 @@ func (r framedRegistrar) unary(handler grpc.MethodHandler) grpc.StreamHandler {
 		if err != nil {
 			return err
 		}
+		if inJSON {
+			// grpc-go labels the answer with the call's content type.
+			return ss.SendMsg(jsonReply{res})
+		}
 		return ss.SendMsg(res)
 	}
 }
 
 // request reads the request of a unary call and returns the function that
-// decodes it.
-func (r framedRegistrar) request(ctx context.Context, ss grpc.ServerStream) (func(any) error, error) {
+// decodes it, and whether the call is in JSON (application/grpc+json), as
+// its answer must be. grpc-go decodes any other content type as protobuf
+// and labels the protobuf answer with it, so a call in another codec is
+// refused.
+func (r framedRegistrar) request(ctx context.Context, ss grpc.ServerStream) (dec func(any) error, inJSON bool, err error) {
 	st, ok := grpc.ServerTransportStreamFromContext(ctx).(grpcStream)
 	if !ok {
-		return ss.RecvMsg, nil // grpc-go reads it, with its own answers
+		return ss.RecvMsg, false, nil // grpc-go reads it, with its own answers
 	}
+	switch sub := st.ContentSubtype(); sub {
+	case "", "proto":
+	case "json":
+		inJSON = true
+	default:
+		aerr := invalidField("content-type", "application/grpc+%s names a codec this server does not speak: send protobuf (application/grpc or application/grpc+proto) or JSON (application/grpc+json)", sub)
+		return nil, false, grpcError(aerr)
+	}
+	msg, err := r.readMessage(st)
+	if err != nil {
+		return nil, false, err
+	}
+	if inJSON {
+		return func(v any) error { return strictJSON{}.Unmarshal(msg, v) }, true, nil
+	}
+	return func(v any) error { return r.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, v) }, false, nil
+}
+
+// readMessage reads the one message of st, decompressed.
+func (r framedRegistrar) readMessage(st grpcStream) ([]byte, error) {
 	msg, compressed, err := readUnary(grpcFrames{st}, st.RecvCompress(), r.max)
 	var aerr *apiError
 	if errors.As(err, &aerr) {
@@ -172,7 +202,7 @@ func (r framedRegistrar) request(ctx context.Context, ss grpc.ServerStream) (fun
 			return nil, grpcError(err)
 		}
 	}
-	return func(v any) error { return r.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, v) }, nil
+	return msg, nil
 }
 
 // decompress decompresses msg with c, up to max bytes.

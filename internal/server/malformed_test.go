@@ -3,8 +3,10 @@ package server_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,12 +14,14 @@ import (
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	_ "google.golang.org/grpc/encoding/gzip" // grpc-go takes gzip, as connect-go does
 	"google.golang.org/protobuf/proto"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/gen/sepp/v1/seppv1connect"
 	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
@@ -258,6 +262,66 @@ func TestGRPCMalformedFrames(t *testing.T) {
 		// The server still serves the connection.
 		if a := call(nil, grpcFrame(0, msg)); a.code != "0" {
 			t.Fatalf("%s, after the malformed calls: %v", path.name, a)
+		}
+	}
+}
+
+// TestGRPCContentTypes: the answer to a gRPC or gRPC-Web call is in the
+// codec its content type names. In JSON (application/grpc+json), JSON in
+// and JSON out on every way a call reaches the server; grpc-go decoded the
+// body as protobuf whatever the content type, and answered protobuf
+// labelled application/grpc+json. A codec the server does not speak is
+// refused: grpc-go answers INVALID_FIELD "content-type", connect-go 415
+// Unsupported Media Type.
+func TestGRPCContentTypes(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{})
+	msg, err := proto.Marshal(&seppv1.EnqueueRequest{Queue: "q", JobType: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A connect-go client in gRPC and JSON, on a connection of its own,
+	// which is grpc-go's.
+	jobs := seppv1connect.NewJobServiceClient(h2cClient(t), srv.URL, connect.WithGRPC(), connect.WithProtoJSON())
+	if res, err := jobs.Enqueue(context.Background(), &seppv1.EnqueueRequest{Queue: "q", JobType: "t"}); err != nil || res.GetJobId() == "" {
+		t.Fatalf("connect-go client, gRPC in JSON: %v %v", res, err)
+	}
+	for _, path := range grpcPaths {
+		hc := path.client(t, srv)
+		base := "application/grpc"
+		if path.web {
+			base = "application/grpc-web"
+		}
+		call := func(ct string, body []byte) grpcAnswer {
+			return postFrames(t, hc, srv.URL+"/sepp.v1.JobService/Enqueue", ct, nil, body)
+		}
+		a := call(base+"+json", grpcFrame(0, []byte(`{"queue":"q","jobType":"t"}`)))
+		var res map[string]any
+		if a.code != "0" || a.contentType != base+"+json" || len(a.messages) != 1 || json.Unmarshal(a.messages[0], &res) != nil || res["jobId"] == nil {
+			t.Errorf("%s, JSON: %v %q; want %s+json, grpc-status 0 and a JSON message with a jobId", path.name, a, a.messages, base)
+		}
+		// An error in JSON is an error like any other (the status is not
+		// a message).
+		a = call(base+"+json", grpcFrame(0, []byte(`{"queue":"q"}`)))
+		if a.code != "3" || a.reason != "INVALID_FIELD" || a.field != "job_type" || len(a.messages) != 0 {
+			t.Errorf("%s, JSON without a job type: %v", path.name, a)
+		}
+		// Protobuf labelled JSON does not decode as JSON.
+		a = call(base+"+json", grpcFrame(0, msg))
+		if a.code != "3" || a.reason != "INVALID_FIELD" || a.field != "request" || len(a.messages) != 0 {
+			t.Errorf("%s, protobuf labelled JSON: %v; want INVALID_FIELD (field request)", path.name, a)
+		}
+		a = call(base+"+proto", grpcFrame(0, msg))
+		if a.code != "0" || a.contentType != base+"+proto" || len(a.messages) != 1 || proto.Unmarshal(a.messages[0], &seppv1.EnqueueResponse{}) != nil {
+			t.Errorf("%s, +proto: %v", path.name, a)
+		}
+		a = call(base+"+cbor", grpcFrame(0, msg))
+		if a.httpStatus == http.StatusUnsupportedMediaType {
+			continue // connect-go
+		}
+		want := "content-type: application/grpc+cbor names a codec this server does not speak: send protobuf (application/grpc or application/grpc+proto) or JSON (application/grpc+json)"
+		if a.code != "3" || a.reason != "INVALID_FIELD" || a.field != "content-type" || a.message != want || len(a.messages) != 0 {
+			t.Errorf("%s, +cbor: %v; want 415, or INVALID_FIELD (field content-type) %q", path.name, a, want)
 		}
 	}
 }
