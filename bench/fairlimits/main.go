@@ -6,9 +6,12 @@
 //	           waiting 25 s (11,000 in all, over limits.max_long_polls),
 //	           then a waiting Reserve from 127.0.0.2: is it admitted and
 //	           served?
+//	metrics    one job on each of 20,000 new queues (strict = false), then
+//	           /metrics: its lines, bytes and scrape time, and another
+//	           client's enqueue latency while two clients scrape in a loop
 //
 //	go build -o /tmp/sepp ./cmd/sepp
-//	go run ./bench/fairlimits -sepp /tmp/sepp -run longpolls
+//	go run ./bench/fairlimits -sepp /tmp/sepp -run longpolls,metrics
 //
 // Without -sepp it builds ./cmd/sepp itself (run it from the repository
 // root). Linux
@@ -17,11 +20,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,18 +41,20 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 )
 
 func main() {
 	bin := flag.String("sepp", "", "sepp binary to serve with (empty: go build ./cmd/sepp)")
-	run := flag.String("run", "all", "the probes to run, comma-separated: longpolls (or all)")
+	run := flag.String("run", "all", "the probes to run, comma-separated: longpolls, metrics (or all)")
 	flag.Parse()
 	probes := map[string]func(*server) error{
 		"longpolls": longPolls,
+		"metrics":   metrics,
 	}
-	order := []string{"longpolls"}
+	order := []string{"longpolls", "metrics"}
 	names := order
 	if *run != "all" {
 		names = strings.Split(*run, ",")
@@ -248,4 +256,78 @@ func longPolls(s *server) error {
 	cancel()
 	wg.Wait()
 	return nil
+}
+
+// metrics: one job on each of 20,000 new queues, then /metrics.
+func metrics(s *server) error {
+	const queues, batch = 20000, 1000
+	ctx := context.Background()
+	conn := s.dial("127.0.0.1")
+	defer conn.Close()
+	jobs := seppv1.NewJobServiceClient(conn)
+	for i := 0; i < queues; i += batch {
+		req := &seppv1.EnqueueBatchRequest{}
+		for k := i; k < i+batch; k++ {
+			req.Jobs = append(req.Jobs, &seppv1.EnqueueRequest{Queue: fmt.Sprintf("new-%05d", k), JobType: "t"})
+		}
+		if _, err := jobs.EnqueueBatch(ctx, req); err != nil {
+			return err
+		}
+	}
+	url := "http://" + s.addr + "/metrics"
+	var lines, size int
+	var took []time.Duration
+	for range 5 {
+		start := time.Now()
+		resp, err := http.Get(url)
+		if err != nil {
+			return err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		took = append(took, time.Since(start))
+		lines, size = bytes.Count(body, []byte("\n")), len(body)
+	}
+	slices.Sort(took)
+	fmt.Printf("/metrics after one job on each of %d new queues: %d lines, %d bytes, scrape median %v\n",
+		queues, lines, size, took[len(took)/2].Round(100*time.Microsecond))
+
+	victim := seppv1.NewJobServiceClient(s.dial("127.0.0.2"))
+	quiet := enqueueP50(ctx, victim, 500)
+	sctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for sctx.Err() == nil {
+				if resp, err := http.Get(url); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	loaded := enqueueP50(ctx, victim, 500)
+	stop()
+	wg.Wait()
+	fmt.Printf("another client's enqueue p50: %v without scrapers, %v while two clients scrape in a loop\n", quiet, loaded)
+	return nil
+}
+
+// enqueueP50 runs n enqueues one after the other and returns their median.
+func enqueueP50(ctx context.Context, jobs seppv1.JobServiceClient, n int) time.Duration {
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		start := time.Now()
+		if _, err := jobs.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: "victim", JobType: "t",
+			IdempotencyKey: proto.String(fmt.Sprintf("v-%d-%d", time.Now().UnixNano(), i))}); err != nil {
+			fmt.Fprintln(os.Stderr, "enqueue:", err)
+			continue
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2].Round(10 * time.Microsecond)
 }

@@ -15,6 +15,11 @@ const (
 	// Reserve), which max_connections_per_ip (1000) already stops from
 	// reaching the port from one address.
 	DefaultMaxLongPollsPerClient = 1000
+	// DefaultMaxQueueLabels is how many queues not declared in [[queues]]
+	// have series of their own on /metrics: a Prometheus server keeps a
+	// few hundred series per metric at ease, and each such queue adds
+	// about a dozen lines to a scrape.
+	DefaultMaxQueueLabels = 100
 )
 
 // Bounds of the derived request size (LimitsConfig.RequestBytes).
@@ -55,6 +60,11 @@ type LimitsConfig struct {
 	// it from [server]: max_payload_bytes + max_batch_size * 4 KiB +
 	// 128 KiB; see RequestBytes.
 	MaxRequestBytes int64 `toml:"max_request_bytes"`
+	// MaxQueueLabels is how many queues that are not declared in
+	// [[queues]] get a queue label value of their own on /metrics, the
+	// first ones the node finds to exist; the others are counted under
+	// queue="other". Nothing is refused. Default 100.
+	MaxQueueLabels int `toml:"max_queue_labels"`
 	// ConnectionLimits are the keys that bound connections: connlimits.go.
 	ConnectionLimits
 }
@@ -94,6 +104,7 @@ func defaultLimits() LimitsConfig {
 		MaxReserveJobs:            DefaultMaxReserveJobs,
 		MaxLongPollsPerConnection: DefaultMaxLongPollsPerConnection,
 		MaxLongPolls:              DefaultMaxLongPolls,
+		MaxQueueLabels:            DefaultMaxQueueLabels,
 	}
 }
 
@@ -108,6 +119,7 @@ func (v *validator) validateLimits(l LimitsConfig) {
 		v.bad("limits.max_long_polls_per_client", fmt.Sprintf("must be from %d to %d, got %d (leave it out for the default: %d, at most half of max_long_polls)",
 			r.lo, r.hi, l.MaxLongPollsPerClient, DefaultMaxLongPollsPerClient))
 	}
+	v.positive("limits.max_queue_labels", int64(l.MaxQueueLabels))
 	if l.MaxRequestBytes < 0 || (l.MaxRequestBytes == 0 && v.has("limits.max_request_bytes")) {
 		v.bad("limits.max_request_bytes", "must be > 0 (leave it out for the derived default)")
 	}

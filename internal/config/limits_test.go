@@ -16,11 +16,11 @@ func TestLimits(t *testing.T) {
 	if got, want := c.Limits.RequestBytes(c.Server), int64(1<<20+1000*4096+128<<10); got != want {
 		t.Fatalf("derived request bytes %d, want %d", got, want)
 	}
-	c, err = Parse("sepp.toml", []byte("[limits]\nmax_reserve_queues = 5\nmax_reserve_jobs = 6\nmax_long_polls_per_connection = 7\nmax_long_polls = 8\nmax_long_polls_per_client = 10\nmax_request_bytes = 9\n"))
+	c, err = Parse("sepp.toml", []byte("[limits]\nmax_reserve_queues = 5\nmax_reserve_jobs = 6\nmax_long_polls_per_connection = 7\nmax_long_polls = 8\nmax_long_polls_per_client = 10\nmax_request_bytes = 9\nmax_queue_labels = 11\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (LimitsConfig{5, 6, 7, 8, 10, 9, ConnectionLimits{}}); c.Limits != want || c.Limits.RequestBytes(c.Server) != 9 {
+	if want := (LimitsConfig{5, 6, 7, 8, 10, 9, 11, ConnectionLimits{}}); c.Limits != want || c.Limits.RequestBytes(c.Server) != 9 {
 		t.Fatalf("got %+v", c.Limits)
 	}
 	for _, bad := range []string{
@@ -28,6 +28,7 @@ func TestLimits(t *testing.T) {
 		"[limits]\nmax_long_polls = -1\n",
 		"[limits]\nmax_request_bytes = 0\n",
 		"[limits]\nmax_long_polls_per_client = 0\n",
+		"[limits]\nmax_queue_labels = 0\n",
 	} {
 		_, err := Parse("sepp.toml", []byte(bad))
 		if err == nil || !strings.Contains(err.Error(), "sepp.toml:2: limits.") {

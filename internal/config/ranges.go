@@ -31,6 +31,7 @@ var intRanges = map[string]intRange{
 	"limits.max_long_polls_per_connection": {1, 1000000},
 	"limits.max_long_polls":                {1, 10000000},
 	"limits.max_long_polls_per_client":     {1, 10000000},
+	"limits.max_queue_labels":              {1, 100000},
 	"limits.max_request_bytes":             {1, 1 << 30},
 	"limits.max_connections":               {1, 1000000},
 	"limits.max_connections_per_ip":        {1, 1000000},

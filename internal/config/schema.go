@@ -112,6 +112,7 @@ var specs = []keySpec{
 	{"limits.max_long_polls_per_connection", kindInt, "the most waiting Reserve and ClaimEffect calls one connection may hold; default 100"},
 	{"limits.max_long_polls", kindInt, "the most waiting Reserve and ClaimEffect calls the node holds; default 10000"},
 	{"limits.max_long_polls_per_client", kindInt, "the most waiting Reserve and ClaimEffect calls one client (a token, or else an IP address) may hold; default 1000, at most half of max_long_polls"},
+	{"limits.max_queue_labels", kindInt, "how many queues not declared in [[queues]] get series of their own on /metrics; the others count as queue=\"other\"; default 100"},
 	{"limits.max_request_bytes", kindInt, "the largest request message read, in bytes; default derived from max_payload_bytes and max_batch_size"},
 	{"limits.max_connections", kindInt, "the most client connections held open at once; default 10000, lowered to fit the open-file limit"},
 	{"limits.max_connections_per_ip", kindInt, "the most connections one client IP address may hold open at once; default 1000"},

@@ -126,19 +126,19 @@ func ackOf(r *store.EnqueueResult) *seppv1.EnqueueResponse {
 func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 	// The store took the job, or refused it for a job it holds on the
 	// queue: the queue exists (queuelabels.go).
-	s.metrics.knowQueue(job.Queue)
+	label := s.metrics.queues.exists(job.Queue)
 	if outcome := dedupOutcome(job, r); outcome != "" {
-		s.metrics.dedupOutcomes.WithLabelValues(job.Queue, outcome).Inc()
+		s.metrics.dedupOutcomes.WithLabelValues(label, outcome).Inc()
 	}
 	switch {
 	case r.Err != nil:
-		s.metrics.enqueues.WithLabelValues(job.Queue, "rejected").Inc()
+		s.metrics.enqueues.WithLabelValues(label, "rejected").Inc()
 	case r.Deduplicated:
 		if r.Replaced {
 			s.wake.At(job.Queue, r.RunAt) // now, when its new run-at has passed
 		}
-		s.metrics.enqueues.WithLabelValues(job.Queue, "deduplicated").Inc()
-		s.metrics.dedupHits.WithLabelValues(job.Queue).Inc()
+		s.metrics.enqueues.WithLabelValues(label, "deduplicated").Inc()
+		s.metrics.dedupHits.WithLabelValues(label).Inc()
 		attrs := []slog.Attr{slog.String("queue", job.Queue), s.keyAttr(*job.IdempotencyKey), // log_keys (auth.go)
 			slog.String("job_id", formatJobID(r.JobID)), slog.String("request_job_type", job.JobType),
 			slog.Bool("payload_mismatch", r.PayloadMismatch)}
@@ -147,7 +147,7 @@ func (s *Server) observeEnqueue(job *store.EnqueueJob, r *store.EnqueueResult) {
 		}
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "dedup hit", attrs...)
 	default:
-		s.metrics.enqueues.WithLabelValues(job.Queue, "created").Inc()
+		s.metrics.enqueues.WithLabelValues(label, "created").Inc()
 		at := r.RunAt // the store's: a debounced job starts late
 		if at.IsZero() {
 			at = job.RunAt

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,9 +33,8 @@ type Metrics struct {
 	// webhookRequests counts webhook requests by configured path and
 	// answered status (webhook.go).
 	webhookRequests *prometheus.CounterVec
-	// knownQueues holds the queues that exist, the only undeclared ones
-	// with series of their own (queuelabels.go).
-	knownQueues sync.Map
+	// queues decides the queue label values (queuelabels.go).
+	queues *queueLabels
 }
 
 // NewMetrics creates the metrics in a registry of their own, with the Go
@@ -44,6 +42,7 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
+		queues:   newQueueLabels(),
 		enqueues: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sepp_enqueues_total",
 			Help: "Enqueued jobs by queue and outcome (created, deduplicated, rejected).",
@@ -126,8 +125,7 @@ func (m *Metrics) ObserveCommit(ops, jobs int, d time.Duration) {
 // dedup records of queue because their jobs reached a final state their
 // release_key_on names: sepp_dedup_outcomes_total{outcome="released"}.
 func (m *Metrics) ObserveKeyReleased(queue string, n int) {
-	m.knowQueue(queue) // it held a job
-	m.dedupOutcomes.WithLabelValues(queue, "released").Add(float64(n))
+	m.dedupOutcomes.WithLabelValues(m.queues.exists(queue), "released").Add(float64(n)) // it held a job
 }
 
 // jobsByState reports sepp_jobs{queue,state} and sepp_dedup_records{queue}
@@ -153,15 +151,39 @@ func (c jobsByState) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(jobsDesc, err)
 		return
 	}
+	// Queues without a label value of their own are added up under
+	// "other".
+	type counts struct {
+		jobs  [len(scrapedStates)]int64
+		dedup int64
+	}
+	byLabel := map[string]*counts{}
+	var labels []string
 	for _, q := range stats {
-		c.s.metrics.knowQueue(q.Name)
-		for _, st := range []store.JobState{store.JobStateScheduled, store.JobStateAvailable, store.JobStateReserved,
-			store.JobStateCompleted, store.JobStateDead, store.JobStateCancelled} {
-			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(q.Counts[st]), q.Name, st.String())
+		label := c.s.metrics.queues.exists(q.Name)
+		sum := byLabel[label]
+		if sum == nil {
+			sum = &counts{}
+			byLabel[label] = sum
+			labels = append(labels, label)
 		}
-		ch <- prometheus.MustNewConstMetric(dedupDesc, prometheus.GaugeValue, float64(q.DedupRecords), q.Name)
+		for i, st := range scrapedStates {
+			sum.jobs[i] += q.Counts[st]
+		}
+		sum.dedup += q.DedupRecords
+	}
+	for _, label := range labels {
+		sum := byLabel[label]
+		for i, st := range scrapedStates {
+			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(sum.jobs[i]), label, st.String())
+		}
+		ch <- prometheus.MustNewConstMetric(dedupDesc, prometheus.GaugeValue, float64(sum.dedup), label)
 	}
 }
+
+// scrapedStates are the states sepp_jobs reports.
+var scrapedStates = [...]store.JobState{store.JobStateScheduled, store.JobStateAvailable, store.JobStateReserved,
+	store.JobStateCompleted, store.JobStateDead, store.JobStateCancelled}
 
 // observeSweep counts what one sweep call deleted and released.
 func (m *Metrics) observeSweep(res store.SweepResult) {

@@ -173,6 +173,7 @@ func New(opts Options) (*Server, error) {
 
 	// One registry may serve several servers in tests; the first wins.
 	_ = s.metrics.registry.Register(jobsByState{s})
+	s.metrics.queues.bound(s.cfg.Declared, s.cfg.Limits.MaxQueueLabels) // queuelabels.go
 
 	interceptors := connect.WithHandlerOptions(
 		connect.WithInterceptors(connect.UnaryInterceptorFunc(s.connectInterceptor)),
