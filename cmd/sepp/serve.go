@@ -99,8 +99,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		default:
 		}
 	}
-	st, engine, where, err := openStore(ctx, cfg, metrics, onFailed)
+	// SIGTERM or SIGINT before the server listens stops it there (stoppedAtStart).
+	st, engine, where, err := openStoreOrStop(ctx, cfg, metrics, onFailed)
 	if err != nil {
+		if ctx.Err() != nil {
+			return stoppedAtStart(ctx, logger, "opening the store")
+		}
 		return err
 	}
 	defer st.Close()
@@ -112,6 +116,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 
 	now, stopClock, err := serverClock(ctx, st, logger)
 	if err != nil {
+		if ctx.Err() != nil {
+			return stoppedAtStart(ctx, logger, "reading the database's clock")
+		}
 		return err
 	}
 	defer stopClock()
@@ -119,6 +126,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	srv, err := server.New(server.Options{Config: cfg, Store: st, Logger: logger, Metrics: metrics, Now: now})
 	if err != nil {
 		return err
+	}
+	if ctx.Err() != nil {
+		return stoppedAtStart(ctx, logger, "starting the server")
 	}
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
@@ -163,6 +173,40 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return errors.Join(failed, err)
+}
+
+// openStoreOrStop runs openStore, which includes the store's recovery and
+// migrations, and returns when it does, or with ctx's error as soon as ctx
+// ends (SIGTERM or SIGINT). An open can take long (replaying a large
+// write-ahead log, waiting on a disk that does not answer) and cannot be cut
+// short, so it runs in a goroutine of its own, which is left to the
+// process's exit: that ends it as a crash would, which the stores recover
+// from.
+func openStoreOrStop(ctx context.Context, cfg *config.Config, m *server.Metrics, onFailed func(error)) (store.Store, string, string, error) {
+	type opened struct {
+		st            store.Store
+		engine, where string
+		err           error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		st, engine, where, err := openStore(ctx, cfg, m, onFailed)
+		ch <- opened{st, engine, where, err}
+	}()
+	select {
+	case o := <-ch:
+		return o.st, o.engine, o.where, o.err
+	case <-ctx.Done():
+		return nil, "", "", ctx.Err()
+	}
+}
+
+// stoppedAtStart logs that a signal stopped the server while it was doing
+// step, before it served anything, and returns nil: the stop asked for is
+// done, so the exit status is 0, as after a shutdown.
+func stoppedAtStart(ctx context.Context, logger *slog.Logger, step string) error {
+	logger.Warn("stopped during start-up, before serving", "cause", context.Cause(ctx), "while", step)
+	return nil
 }
 
 // openStore opens the store that cfg.Storage.Backend names. It returns the

@@ -187,6 +187,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	durable, err := durableAck(opts.Path, fs, lock)
 	if err != nil {
 		release()
+		if isDiskFull(err) { // its empty log directory could not be made
+			err = diskFull(opts.Path, fs, 0, err)
+		}
 		return nil, fmt.Errorf("pebble: open %s: %w", opts.Path, err)
 	}
 	var hole string
@@ -213,10 +216,23 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	// on every level answers those without reading a data block. The levels
 	// below L0 inherit it.
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
-	db, err := pebble.Open(opts.Path, po)
-	if err != nil {
+	// Pebble writes the logs it replays into a table before it returns, and
+	// retries a failed write forever: watch gives up at the first failure
+	// instead (diskfull.go). When it does, Pebble's goroutines still hold
+	// the lock and the files, so nothing is closed or released.
+	watch := newOpenWatch(opts.Path, fs, logger)
+	po.EventListener = watch.listener()
+	var db *pebble.DB
+	gaveUp, err := watch.run(func() (err error) {
+		db, err = pebble.Open(opts.Path, po)
+		return err
+	})
+	switch {
+	case gaveUp:
+		return nil, fmt.Errorf("pebble: open %s: %w", opts.Path, err)
+	case err != nil:
 		release()
-		return nil, fmt.Errorf("pebble: open %s: %w", opts.Path, corruptionError(opts.Path, err))
+		return nil, fmt.Errorf("pebble: open %s: %w", opts.Path, openError(opts.Path, fs, err))
 	}
 	s := &Store{
 		opts:     opts,
@@ -231,22 +247,32 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		// far ahead of the disk.
 		inflightCh: make(chan inflight, 16),
 	}
-	if err := s.migrate(); err != nil {
-		db.Close()
-		release()
-		return nil, err
-	}
 	s.pending = map[pendingHit]int64{}
 	ch := make(chan struct{})
 	s.syncedCh.Store(&ch)
-	f, err := buildKeyFilter(db)
-	if err != nil {
-		db.Close()
-		release()
-		return nil, fmt.Errorf("pebble: read the dedup records: %w", corruptionError(opts.Path, err))
+	// Watched too: reconcileAck waits for a flush.
+	var f *keyFilter
+	var lost string
+	gaveUp, err = watch.run(func() (err error) {
+		if err := s.migrate(); err != nil {
+			return err
+		}
+		if f, err = buildKeyFilter(db); err != nil {
+			return fmt.Errorf("pebble: read the dedup records: %w", corruptionError(opts.Path, err))
+		}
+		lost, err = s.openAck(hole)
+		return err
+	})
+	if !gaveUp {
+		// From here a background error is logged, and parks nothing.
+		if perr := watch.opened(); perr != nil {
+			gaveUp, err = true, perr
+		}
 	}
-	lost, err := s.openAck(hole)
-	if err != nil {
+	switch {
+	case gaveUp:
+		return nil, fmt.Errorf("pebble: open %s: %w", opts.Path, err)
+	case err != nil:
 		db.Close()
 		release()
 		return nil, err
