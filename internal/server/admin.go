@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/hex"
+	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -10,6 +12,7 @@ import (
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
 )
 
 const (
@@ -98,7 +101,7 @@ func (a *adminService) ListJobs(ctx context.Context, req *seppv1.ListJobsRequest
 
 // deadSelection validates the selector shared by RequeueDeadJobs and
 // PurgeDeadJobs: a queue, job ids, or all.
-func (a *adminService) deadSelection(ctx context.Context, queue string, ids []string, all bool) (*store.DeadJobsParams, error) {
+func (a *adminService) deadSelection(queue string, ids []string, all bool) (*store.DeadJobsParams, error) {
 	if queue == "" && len(ids) == 0 && !all {
 		return nil, invalidField("queue", "say which dead jobs: a queue, job_ids, or all = true")
 	}
@@ -118,20 +121,59 @@ func (a *adminService) deadSelection(ctx context.Context, queue string, ids []st
 	if len(p.IDs) > maxPageSize {
 		return nil, invalidField("job_ids", "has %d ids; the limit is %d", len(p.IDs), maxPageSize)
 	}
-	for _, id := range p.IDs {
-		if err := a.s.checkJobQueue(ctx, id); err != nil { // auth.go
-			return nil, err
-		}
-	}
 	return p, nil
 }
 
+// deadJobs runs op, the store's requeue or purge, on the dead jobs p
+// selects. A job selected by id on a queue the caller's token may not touch
+// is left out and listed with the ids that named no dead job, where an id
+// no job has would be (hiddenJob); the audit line names those ids.
+func (a *adminService) deadJobs(ctx context.Context, p *store.DeadJobsParams,
+	op func(context.Context, *store.DeadJobsParams) (store.DeadJobsResult, error)) (store.DeadJobsResult, error) {
+	mayTouch := make([]store.JobID, 0, len(p.IDs))
+	var hidden []store.JobID
+	for _, id := range p.IDs {
+		err := a.s.checkJobQueue(ctx, id) // auth.go
+		var h *hiddenJob
+		switch {
+		case errors.As(err, &h):
+			hidden = append(hidden, id)
+		case err != nil:
+			return store.DeadJobsResult{}, err
+		default:
+			mayTouch = append(mayTouch, id)
+		}
+	}
+	if len(hidden) == 0 {
+		return op(ctx, p)
+	}
+	auditNote(ctx, slog.String("hidden_job_ids", strings.Join(formatJobIDs(hidden), ",")))
+	var res store.DeadJobsResult
+	if len(mayTouch) > 0 { // none: the store would take the selection for all
+		q := *p
+		q.IDs = mayTouch
+		var err error
+		if res, err = op(ctx, &q); err != nil {
+			return res, err
+		}
+	}
+	done := map[store.JobID]bool{}
+	for _, id := range mayTouch {
+		done[id] = true
+	}
+	for _, id := range res.NotDead {
+		done[id] = false
+	}
+	res.NotDead = storerule.NotDead(p.IDs, done)
+	return res, nil
+}
+
 func (a *adminService) RequeueDeadJobs(ctx context.Context, req *seppv1.RequeueDeadJobsRequest) (*seppv1.RequeueDeadJobsResponse, error) {
-	p, err := a.deadSelection(ctx, req.GetQueue(), req.GetJobIds(), req.GetAll())
+	p, err := a.deadSelection(req.GetQueue(), req.GetJobIds(), req.GetAll())
 	if err != nil {
 		return nil, err
 	}
-	res, err := a.s.store.RequeueDead(ctx, p)
+	res, err := a.deadJobs(ctx, p, a.s.store.RequeueDead)
 	if err != nil {
 		return nil, err
 	}
@@ -141,11 +183,11 @@ func (a *adminService) RequeueDeadJobs(ctx context.Context, req *seppv1.RequeueD
 }
 
 func (a *adminService) PurgeDeadJobs(ctx context.Context, req *seppv1.PurgeDeadJobsRequest) (*seppv1.PurgeDeadJobsResponse, error) {
-	p, err := a.deadSelection(ctx, req.GetQueue(), req.GetJobIds(), req.GetAll())
+	p, err := a.deadSelection(req.GetQueue(), req.GetJobIds(), req.GetAll())
 	if err != nil {
 		return nil, err
 	}
-	res, err := a.s.store.PurgeDead(ctx, p)
+	res, err := a.deadJobs(ctx, p, a.s.store.PurgeDead)
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,10 @@ import (
 // table, the token check both stacks' interceptors run, the queue check the
 // interceptors and the handlers share, the audit line, and how log lines
 // show idempotency keys.
+//
+// A job on a queue the caller's token may not touch is answered as a job
+// that does not exist (hiddenJob): a different answer would tell the token
+// which ids exist on other queues. The audit line records the refusal.
 
 // callRoles lists, for every RPC, the roles besides admin that may call it.
 // Admin may call everything; an RPC of a Sepp service missing here is for
@@ -237,9 +241,9 @@ func (s *Server) authorize(ctx context.Context, procedure string, header func() 
 }
 
 // guard runs call, the handler, for both stacks' interceptors: authorize
-// first, then the audit line of an audited call, however it ended.
-// header returns the call's Authorization value; it is read only when
-// [auth] has tokens.
+// first, then the audit line of an audited call, however it ended, with
+// the handler's auditNotes. header returns the call's Authorization value;
+// it is read only when [auth] has tokens.
 func guard[R any](s *Server, ctx context.Context, procedure string, header func() string, req any, call func(context.Context) (R, error)) (res R, err error) {
 	ctx, aerr := s.authorize(ctx, procedure, header, req)
 	if aerr != nil {
@@ -249,6 +253,7 @@ func guard[R any](s *Server, ctx context.Context, procedure string, header func(
 	if !audited(procedure) {
 		return call(ctx)
 	}
+	ctx = context.WithValue(ctx, auditNotesKey{}, &auditNotes{})
 	returned := false
 	defer func() {
 		if !returned { // the handler panicked; the interceptor's recoverPanic answers
@@ -320,14 +325,15 @@ func (s *Server) checkRequestQueues(ctx context.Context, req any) *apiError {
 }
 
 // checkDeadSelection checks a dead-job selector before the handler runs:
-// a token limited to some queues may not select every queue's dead jobs.
-// Selected by id, each job's queue is checked by the handler.
+// a token limited to some queues may not name another queue, nor select
+// every queue's dead jobs. Selected by id, each job's queue is checked by
+// the handler.
 func checkDeadSelection(t *token, queue string, ids []string, all bool) *apiError {
 	switch {
-	case len(ids) > 0:
-		return nil
 	case queue != "":
 		return allowQueue(t, queue)
+	case len(ids) > 0:
+		return nil
 	case all:
 		return limitedError(t, "select the dead jobs of every queue (all = true)", "name one of its queues in queue")
 	}
@@ -351,12 +357,25 @@ func allowQueue(t *token, queue string) *apiError {
 	return e
 }
 
-// allowJobQueue is allowQueue for the caller of ctx and a job's queue, for
-// the handlers that read a job before they know its queue. Its message does
-// not say whether the job exists beyond its queue, and the handler returns
-// nothing of the job.
-func allowJobQueue(ctx context.Context, queue string) *apiError {
-	return allowQueue(principal(ctx), queue)
+// hiddenJob is the error of a call on a job whose queue the caller's token
+// may not touch. It wraps store.ErrJobNotFound, so the caller gets
+// JOB_NOT_FOUND, word for word the answer for an id no job has; the audit
+// line says PERMISSION_DENIED and names the queue.
+type hiddenJob struct{ queue string }
+
+func (e *hiddenJob) Error() string {
+	return fmt.Sprintf("the job is on queue %q, which the token may not touch", e.queue)
+}
+
+func (e *hiddenJob) Unwrap() error { return store.ErrJobNotFound }
+
+// hideJob returns a *hiddenJob unless the caller of ctx may touch queue,
+// the queue of a job a handler has read.
+func hideJob(ctx context.Context, queue string) error {
+	if t := principal(ctx); t != nil && !t.AllowsQueue(queue) {
+		return &hiddenJob{queue: queue}
+	}
+	return nil
 }
 
 // mayListQueue reports whether the caller of ctx may see queue in ListQueues.
@@ -401,15 +420,39 @@ func (s *Server) audit(ctx context.Context, procedure string, req any, err error
 		attrs = append(attrs, slog.String("queue", r.GetQueue()))
 	}
 	outcome := "ok"
-	if err != nil {
+	var hidden *hiddenJob
+	var ce *connect.Error
+	switch {
+	case errors.As(err, &hidden):
+		outcome = ReasonPermissionDenied
+	case errors.As(err, &ce):
+		outcome = ce.Code().String()
+	case err != nil:
 		outcome = toAPIError(err).reason
-		var ce *connect.Error
-		if errors.As(err, &ce) {
-			outcome = ce.Code().String()
-		}
 	}
 	attrs = append(attrs, slog.String("outcome", outcome))
+	if hidden != nil { // what the caller was told instead
+		attrs = append(attrs, slog.String("job_queue", hidden.queue), slog.String("answered", ReasonJobNotFound))
+	}
+	if n, ok := ctx.Value(auditNotesKey{}).(*auditNotes); ok {
+		attrs = append(attrs, n.attrs...)
+	}
 	s.log.LogAttrs(ctx, slog.LevelInfo, "audit", attrs...)
+}
+
+// auditNotesKey is the context key of an audited call's *auditNotes.
+type auditNotesKey struct{}
+
+// auditNotes are what a handler adds to its call's audit line (auditNote).
+// Only the call's own goroutine touches them.
+type auditNotes struct{ attrs []slog.Attr }
+
+// auditNote adds attrs to the audit line of the call of ctx; a call that is
+// not audited has none.
+func auditNote(ctx context.Context, attrs ...slog.Attr) {
+	if n, ok := ctx.Value(auditNotesKey{}).(*auditNotes); ok {
+		n.attrs = append(n.attrs, attrs...)
+	}
 }
 
 func deadTarget(queue string, ids []string, all bool) []slog.Attr {
@@ -460,10 +503,10 @@ func (s *Server) metricsAuth(next http.Handler) http.Handler {
 	})
 }
 
-// checkJobQueue refuses a call on job id unless the caller of ctx may touch
-// the job's queue, reading the job only for a token limited to some queues.
-// A job that does not exist passes: the call itself then answers
-// JOB_NOT_FOUND.
+// checkJobQueue refuses a call on job id with a *hiddenJob unless the
+// caller of ctx may touch the job's queue, reading the job only for a token
+// limited to some queues. A job that does not exist passes: the call itself
+// then answers JOB_NOT_FOUND, as it does for a hidden job.
 func (s *Server) checkJobQueue(ctx context.Context, id store.JobID) error {
 	t := principal(ctx)
 	if t == nil || len(t.Queues) == 0 {
@@ -476,8 +519,5 @@ func (s *Server) checkJobQueue(ctx context.Context, id store.JobID) error {
 	if err != nil {
 		return err
 	}
-	if aerr := allowQueue(t, job.Queue); aerr != nil {
-		return aerr
-	}
-	return nil
+	return hideJob(ctx, job.Queue)
 }

@@ -250,8 +250,8 @@ func wantCode(t *testing.T, what string, err error, code connect.Code) {
 }
 
 // TestAuthQueueScope: a token limited to payments* works there and is
-// refused on emails: enqueue, reserve, lookup, get and cancel of a job
-// there, with nothing of the job in the answer.
+// refused on emails: enqueue, reserve, lookup; a get or cancel of a job
+// there is answered as for a job that does not exist, with nothing of it.
 func TestAuthQueueScope(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{Config: authConfig("")})
 	ctx := context.Background()
@@ -285,12 +285,12 @@ func TestAuthQueueScope(t *testing.T) {
 	_, err = pay.LookupIdempotencyKey(ctx, &seppv1.LookupIdempotencyKeyRequest{Queue: "emails", IdempotencyKey: "mail-1"})
 	wantCode(t, "lookup on emails", err, connect.CodePermissionDenied)
 	got, err := pay.GetJob(ctx, &seppv1.GetJobRequest{JobId: emailJob.GetJobId()})
-	wantCode(t, "get of a job on emails", err, connect.CodePermissionDenied)
+	wantCode(t, "get of a job on emails", err, connect.CodeNotFound)
 	if got != nil || (err != nil && strings.Contains(err.Error(), "secret payload")) {
 		t.Errorf("get of a job on emails returned something of it: %v %v", got, err)
 	}
 	_, err = pay.CancelJob(ctx, &seppv1.CancelJobRequest{JobId: emailJob.GetJobId()})
-	wantCode(t, "cancel of a job on emails", err, connect.CodePermissionDenied)
+	wantCode(t, "cancel of a job on emails", err, connect.CodeNotFound)
 	_, err = payAdmin.ListJobs(ctx, &seppv1.ListJobsRequest{Queue: "emails"})
 	wantCode(t, "list jobs of emails", err, connect.CodePermissionDenied)
 	_, err = payAdmin.PurgeDeadJobs(ctx, &seppv1.PurgeDeadJobsRequest{All: true})
@@ -503,7 +503,8 @@ roles = ["reader"]
 }
 
 // TestAuthDeadJobsByID: a token limited to payments* may not requeue or
-// purge a dead job of emails by its id; the job stays dead.
+// purge a dead job of emails by its id: the id is listed as missing, as an
+// unknown id is, and the job stays dead. Naming emails is refused.
 func TestAuthDeadJobsByID(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{Config: authConfig("")})
 	ctx := context.Background()
@@ -521,12 +522,123 @@ func TestAuthDeadJobsByID(t *testing.T) {
 		t.Fatal(err)
 	}
 	pay := seppv1connect.NewAdminServiceClient(http.DefaultClient, srv.URL, connect.WithInterceptors(bearerInterceptor(paymentsSecret)))
-	_, err = pay.PurgeDeadJobs(ctx, &seppv1.PurgeDeadJobsRequest{JobIds: []string{ack.GetJobId()}})
-	wantCode(t, "purge of an emails job by id", err, connect.CodePermissionDenied)
-	_, err = pay.RequeueDeadJobs(ctx, &seppv1.RequeueDeadJobsRequest{Queue: "payments", JobIds: []string{ack.GetJobId()}})
-	wantCode(t, "requeue of an emails job by id, naming payments", err, connect.CodePermissionDenied)
+	purged, err := pay.PurgeDeadJobs(ctx, &seppv1.PurgeDeadJobsRequest{JobIds: []string{ack.GetJobId()}})
+	if err != nil || purged.GetPurged() != 0 || !slices.Equal(purged.GetMissingJobIds(), []string{ack.GetJobId()}) {
+		t.Errorf("purge of an emails job by id: %v %v; want 0 purged, the id missing", purged, err)
+	}
+	requeued, err := pay.RequeueDeadJobs(ctx, &seppv1.RequeueDeadJobsRequest{Queue: "payments", JobIds: []string{ack.GetJobId()}})
+	if err != nil || requeued.GetRequeued() != 0 || !slices.Equal(requeued.GetMissingJobIds(), []string{ack.GetJobId()}) {
+		t.Errorf("requeue of an emails job by id, naming payments: %v %v; want 0 requeued, the id missing", requeued, err)
+	}
+	_, err = pay.RequeueDeadJobs(ctx, &seppv1.RequeueDeadJobsRequest{Queue: "emails", JobIds: []string{ack.GetJobId()}})
+	wantCode(t, "requeue of an emails job by id, naming emails", err, connect.CodePermissionDenied)
 	j, err := jobs.GetJob(ctx, &seppv1.GetJobRequest{JobId: ack.GetJobId()})
 	if err != nil || j.GetJob().GetState() != seppv1.JobState_JOB_STATE_DEAD {
 		t.Fatalf("the dead job after the refused calls: %v %v", j, err)
+	}
+}
+
+// postJSONAs is postJSON with a token, returning the raw answer.
+func postJSONAs(t *testing.T, url, secret, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
+// TestAuthNoExistenceOracle: a token limited to payments* gets, for a job
+// on emails, exactly the answer it gets for an id no job has, on every call
+// that takes job ids: GetJob and CancelJob (JOB_NOT_FOUND), RequeueDeadJobs
+// and PurgeDeadJobs (the id among missing_job_ids, in its place), over
+// Connect JSON and gRPC; it got PERMISSION_DENIED, which told it the job
+// existed. The audit line tells the operator the truth.
+func TestAuthNoExistenceOracle(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{Config: authConfig("")})
+	ctx := context.Background()
+	// A dead job on emails and one on payments.
+	dead := func(secret, queue string) string {
+		jobs, opts := connectJobs(srv.URL, secret)
+		worker := seppv1connect.NewWorkerServiceClient(http.DefaultClient, srv.URL, opts...)
+		ack, err := jobs.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: queue, JobType: "t", Payload: []byte("secret payload")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := worker.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{queue}, WorkerId: "w"})
+		if err != nil || len(res.GetJobs()) != 1 {
+			t.Fatalf("reserve on %s: %v %v", queue, res, err)
+		}
+		if _, err := worker.Fail(ctx, &seppv1.FailRequest{JobId: ack.GetJobId(), LeaseToken: res.GetJobs()[0].GetLeaseToken(), Error: "x", Permanent: true}); err != nil {
+			t.Fatal(err)
+		}
+		return ack.GetJobId()
+	}
+	emails, payments := dead(adminSecret, "emails"), dead(paymentsSecret, "payments")
+	const unknown = "0193a5c4-7f1e-7b3a-9c2d-5e6f7a8b9c0d"
+
+	for _, call := range []struct{ proc, body string }{
+		{"JobService/GetJob", `{"jobId":"ID"}`},
+		{"JobService/CancelJob", `{"jobId":"ID"}`},
+		{"AdminService/RequeueDeadJobs", `{"jobIds":["ID"]}`},
+		{"AdminService/PurgeDeadJobs", `{"jobIds":["ID"]}`},
+	} {
+		answer := func(id string) string {
+			status, raw := postJSONAs(t, srv.URL+"/sepp.v1."+call.proc, paymentsSecret, strings.ReplaceAll(call.body, "ID", id))
+			return fmt.Sprintf("%d %s", status, strings.ReplaceAll(raw, id, "ID"))
+		}
+		hidden, none := answer(emails), answer(unknown)
+		if hidden != none {
+			t.Errorf("%s: a job on emails gets\n%s\nbut an id no job has gets\n%s", call.proc, hidden, none)
+		}
+		if strings.Contains(hidden, "secret payload") || strings.Contains(hidden, "emails") {
+			t.Errorf("%s: the answer tells of the job: %s", call.proc, hidden)
+		}
+	}
+	// gRPC: the same status, message and details.
+	conn := dialGRPC(t, srv)
+	getJob := func(id string) string {
+		md := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+paymentsSecret)
+		_, err := seppv1.NewJobServiceClient(conn).GetJob(md, &seppv1.GetJobRequest{JobId: id})
+		st := status.Convert(err)
+		return fmt.Sprintf("%v %q %v", st.Code(), st.Message(), st.Details())
+	}
+	if hidden, none := getJob(emails), getJob(unknown); hidden != none || !strings.HasPrefix(hidden, "NotFound") {
+		t.Errorf("gRPC GetJob: a job on emails gets %s, an id no job has %s", hidden, none)
+	}
+
+	// Ids of three kinds in one call: the emails job is missing in its
+	// place, the payments job is requeued.
+	pay := seppv1connect.NewAdminServiceClient(http.DefaultClient, srv.URL, connect.WithInterceptors(bearerInterceptor(paymentsSecret)))
+	res, err := pay.RequeueDeadJobs(ctx, &seppv1.RequeueDeadJobsRequest{JobIds: []string{emails, payments, unknown, emails}})
+	if err != nil || res.GetRequeued() != 1 || !slices.Equal(res.GetMissingJobIds(), []string{emails, unknown}) {
+		t.Fatalf("requeue of [emails, payments, unknown, emails]: %v %v; want 1 requeued, missing [emails unknown]", res, err)
+	}
+	jobs, _ := connectJobs(srv.URL, adminSecret)
+	for id, want := range map[string]seppv1.JobState{emails: seppv1.JobState_JOB_STATE_DEAD, payments: seppv1.JobState_JOB_STATE_AVAILABLE} {
+		if j, err := jobs.GetJob(ctx, &seppv1.GetJobRequest{JobId: id}); err != nil || j.GetJob().GetState() != want {
+			t.Errorf("job %s after the calls: %v %v, want %v", id, j, err, want)
+		}
+	}
+
+	logs := srv.Logs.String()
+	for _, want := range []string{
+		`msg=audit token=pay call=sepp.v1.JobService/CancelJob job_id=` + emails + ` outcome=PERMISSION_DENIED job_queue=emails answered=JOB_NOT_FOUND`,
+		`msg=audit token=pay call=sepp.v1.JobService/CancelJob job_id=` + unknown + ` outcome=JOB_NOT_FOUND`,
+		`msg=audit token=pay call=sepp.v1.AdminService/PurgeDeadJobs queue="" job_ids=` + emails + ` outcome=ok hidden_job_ids=` + emails,
+		`msg=audit token=pay call=sepp.v1.AdminService/RequeueDeadJobs queue="" job_ids=` + strings.Join([]string{emails, payments, unknown, emails}, ",") + ` outcome=ok hidden_job_ids=` + emails + "," + emails,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q:\n%s", want, logs)
+		}
 	}
 }

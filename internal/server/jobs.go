@@ -20,8 +20,8 @@ func (j *jobService) GetJob(ctx context.Context, req *seppv1.GetJobRequest) (*se
 	if err != nil {
 		return nil, err
 	}
-	if aerr := allowJobQueue(ctx, job.Queue); aerr != nil { // a token limited to other queues: nothing of the job (auth.go)
-		return nil, aerr
+	if err := hideJob(ctx, job.Queue); err != nil { // a token limited to other queues: as if there were no such job (auth.go)
+		return nil, err
 	}
 	return &seppv1.GetJobResponse{Job: jobToProto(job, j.s.now())}, nil
 }
