@@ -9,9 +9,13 @@
 //	metrics    one job on each of 20,000 new queues (strict = false), then
 //	           /metrics: its lines, bytes and scrape time, and another
 //	           client's enqueue latency while two clients scrape in a loop
+//	refusal    Reserve calls naming 20,000 queues, one after the other on
+//	           one connection for 10 s, each refused over
+//	           limits.max_reserve_queues: the server's CPU time per
+//	           refusal, and another client's enqueue latency meanwhile
 //
 //	go build -o /tmp/sepp ./cmd/sepp
-//	go run ./bench/fairlimits -sepp /tmp/sepp -run longpolls,metrics
+//	go run ./bench/fairlimits -sepp /tmp/sepp -run longpolls,metrics,refusal
 //
 // Without -sepp it builds ./cmd/sepp itself (run it from the repository
 // root). Linux
@@ -39,6 +43,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -48,13 +53,14 @@ import (
 
 func main() {
 	bin := flag.String("sepp", "", "sepp binary to serve with (empty: go build ./cmd/sepp)")
-	run := flag.String("run", "all", "the probes to run, comma-separated: longpolls, metrics (or all)")
+	run := flag.String("run", "all", "the probes to run, comma-separated: longpolls, metrics, refusal (or all)")
 	flag.Parse()
 	probes := map[string]func(*server) error{
 		"longpolls": longPolls,
 		"metrics":   metrics,
+		"refusal":   refusal,
 	}
-	order := []string{"longpolls", "metrics"}
+	order := []string{"longpolls", "metrics", "refusal"}
 	names := order
 	if *run != "all" {
 		names = strings.Split(*run, ",")
@@ -330,4 +336,90 @@ func enqueueP50(ctx context.Context, jobs seppv1.JobServiceClient, n int) time.D
 	}
 	slices.Sort(lat)
 	return lat[len(lat)/2].Round(10 * time.Microsecond)
+}
+
+// refusal: Reserve calls naming 20,000 queues, one after the other for
+// 10 s, and the server's CPU time per refusal; then, for the cost of
+// receiving as many bytes, Enqueue calls as large (a payload of the same
+// size) refused for their empty job type.
+func refusal(s *server) error {
+	const queues = 20000
+	reserve := &seppv1.ReserveRequest{WaitMs: 1000}
+	for i := range queues {
+		reserve.Queues = append(reserve.Queues, fmt.Sprintf("queue-%05d", i))
+	}
+	size := proto.Size(reserve)
+	enqueue := &seppv1.EnqueueRequest{Queue: "q", Payload: make([]byte, size)}
+	ctx := context.Background()
+	conn := s.dial("127.0.0.1")
+	defer conn.Close()
+	w, jobs := seppv1.NewWorkerServiceClient(conn), seppv1.NewJobServiceClient(conn)
+	victim := seppv1.NewJobServiceClient(s.dial("127.0.0.2"))
+	quiet := enqueueP50(ctx, victim, 500)
+	perCall, loaded, n, err := s.perRefusal(ctx, victim, func(ctx context.Context) error {
+		_, err := w.Reserve(ctx, reserve)
+		if limitOf(err) != "limits.max_reserve_queues" {
+			return fmt.Errorf("Reserve of %d queues: %v", queues, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("Reserve naming %d queues (%d bytes), refused %d times in 10 s on one connection: server CPU %v per refusal\n",
+		queues, size, n, perCall)
+	fmt.Printf("another client's enqueue p50: %v before, %v during\n", quiet, loaded)
+	perCall, _, n, err = s.perRefusal(ctx, victim, func(ctx context.Context) error {
+		_, err := jobs.Enqueue(ctx, enqueue)
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument {
+			return fmt.Errorf("Enqueue without a job type: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("for comparison, Enqueue of the same size (%d bytes) refused for its empty job type, %d times: server CPU %v per refusal\n",
+		proto.Size(enqueue), n, perCall)
+	return nil
+}
+
+// perRefusal runs call, one after the other, for 10 s while victim
+// enqueues, and returns the server's CPU time per call, the victim's
+// enqueue p50 and the calls made. The victim's 500 enqueues are counted
+// in the CPU time.
+func (s *server) perRefusal(ctx context.Context, victim seppv1.JobServiceClient, call func(context.Context) error) (time.Duration, time.Duration, int, error) {
+	before, err := s.cpu()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	actx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	n := 0
+	done := make(chan error, 1)
+	go func() {
+		for {
+			err := call(actx)
+			// grpc-go may end the call on its own timer a moment before
+			// the context says it is done.
+			if actx.Err() != nil || strings.Contains(fmt.Sprint(err), "DeadlineExceeded") {
+				done <- nil
+				return
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+			n++
+		}
+	}()
+	loaded := enqueueP50(ctx, victim, 500)
+	if err := <-done; err != nil {
+		return 0, 0, 0, err
+	}
+	after, err := s.cpu()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return ((after - before) / time.Duration(n)).Round(time.Microsecond), loaded, n, nil
 }

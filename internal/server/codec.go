@@ -15,8 +15,9 @@ import (
 // default: an unknown field is an error, not silently dropped (a misspelled
 // "idempotencykey" must not turn a keyed enqueue into an unkeyed one), and
 // false, zero and empty values are written out, so a first enqueue answers
-// "deduplicated": false rather than leaving the field out.
-type strictJSON struct{}
+// "deduplicated": false rather than leaving the field out. It checks the
+// bounds on lists before it decodes (counts.go).
+type strictJSON struct{ counts *beforeDecode }
 
 func (strictJSON) Name() string { return "json" }
 
@@ -28,10 +29,14 @@ func (strictJSON) Marshal(m any) ([]byte, error) {
 	return protojson.MarshalOptions{EmitDefaultValues: true}.Marshal(msg)
 }
 
-func (strictJSON) Unmarshal(data []byte, m any) error {
+func (c strictJSON) Unmarshal(data []byte, m any) error {
 	msg, ok := m.(proto.Message)
 	if !ok {
 		return fmt.Errorf("json codec: %T is not a proto.Message", m)
+	}
+	if aerr := c.counts.check(msg, data, true); aerr != nil {
+		refusedBeforeDecode(msg, aerr)
+		return nil
 	}
 	// An error is the interceptor's to answer, as INVALID_FIELD (decode.go).
 	if len(data) == 0 {

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 )
 
 // A request that does not decode (invalid wire format, a truncated message,
@@ -24,12 +26,24 @@ import (
 // allows, never used by a Sepp message.
 const decodeErrorField protowire.Number = protowire.MaxValidNumber
 
+// refusedField is the field number of the mark of a request refused
+// before it was decoded (counts.go): the error, as a BatchItemError.
+const refusedField protowire.Number = protowire.MaxValidNumber - 1
+
 // decodeFailed empties m and marks it with err.
 func decodeFailed(m proto.Message, err error) {
 	proto.Reset(m)
 	mark := protowire.AppendTag(nil, decodeErrorField, protowire.BytesType)
 	mark = protowire.AppendBytes(mark, []byte(err.Error()))
 	m.ProtoReflect().SetUnknown(mark)
+}
+
+// refusedBeforeDecode leaves m empty, marked with e.
+func refusedBeforeDecode(m proto.Message, e *apiError) {
+	proto.Reset(m)
+	b, _ := proto.Marshal(&seppv1.BatchItemError{Code: e.code.String(), Reason: e.reason, Message: e.msg, Metadata: e.metadata})
+	mark := protowire.AppendTag(nil, refusedField, protowire.BytesType)
+	m.ProtoReflect().SetUnknown(protowire.AppendBytes(mark, b))
 }
 
 // decodeError is the INVALID_FIELD error of a message decodeFailed marked,
@@ -44,22 +58,46 @@ func decodeError(req any) *apiError {
 		return nil
 	}
 	num, typ, n := protowire.ConsumeTag(u)
-	if n < 0 || num != decodeErrorField || typ != protowire.BytesType {
+	if n < 0 || (num != decodeErrorField && num != refusedField) || typ != protowire.BytesType {
 		return nil
 	}
 	text, k := protowire.ConsumeBytes(u[n:])
 	if k < 0 {
 		return nil
 	}
+	if num == refusedField {
+		return refusal(text)
+	}
 	e := invalidField("request", "cannot decode the %s message: %s", m.ProtoReflect().Descriptor().FullName(), text)
 	return e
 }
 
-// grpcCodec is grpc-go's proto codec with decodeFailed for errors
-// (grpc.ForceServerCodecV2). It writes a jsonReply in JSON.
-type grpcCodec struct{ encoding.CodecV2 }
+// refusal is the error of a refusedField mark. A client can send the
+// mark itself, and gets the answer it wrote only if it is one a refusal
+// before decoding gives.
+func refusal(mark []byte) *apiError {
+	var e seppv1.BatchItemError
+	if proto.Unmarshal(mark, &e) != nil {
+		return nil
+	}
+	switch e.GetReason() {
+	case ReasonLimitExceeded, ReasonBatchTooLarge, ReasonInvalidField:
+		return &apiError{code: codeOf(e.GetCode()), reason: e.GetReason(), msg: e.GetMessage(), metadata: e.GetMetadata()}
+	}
+	return nil
+}
 
-func newGRPCCodec() grpcCodec { return grpcCodec{encoding.GetCodecV2(grpcproto.Name)} }
+// grpcCodec is grpc-go's proto codec with decodeFailed for errors
+// (grpc.ForceServerCodecV2), and the bounds on lists checked before it
+// decodes (counts.go). It writes a jsonReply in JSON.
+type grpcCodec struct {
+	encoding.CodecV2
+	counts *beforeDecode
+}
+
+func newGRPCCodec(counts *beforeDecode) grpcCodec {
+	return grpcCodec{encoding.GetCodecV2(grpcproto.Name), counts}
+}
 
 // jsonReply is the answer to a gRPC call in JSON (application/grpc+json),
 // for grpcCodec to write as strictJSON does. grpc-go picks no codec by the
@@ -78,6 +116,18 @@ func (c grpcCodec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (c grpcCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(proto.Message); ok && c.counts != nil {
+		var raw []byte
+		if len(data) == 1 {
+			raw = data[0].ReadOnlyData()
+		} else {
+			raw = data.Materialize()
+		}
+		if aerr := c.counts.check(m, raw, false); aerr != nil {
+			refusedBeforeDecode(m, aerr)
+			return nil
+		}
+	}
 	err := c.CodecV2.Unmarshal(data, v)
 	if m, ok := v.(proto.Message); ok && err != nil {
 		decodeFailed(m, err)
@@ -104,8 +154,9 @@ func (s decodeCheckedStream) RecvMsg(m any) error {
 	return nil
 }
 
-// connectProto is connect-go's binary codec with decodeFailed for errors.
-type connectProto struct{}
+// connectProto is connect-go's binary codec with decodeFailed for errors,
+// and the bounds on lists checked before it decodes (counts.go).
+type connectProto struct{ counts *beforeDecode }
 
 func (connectProto) Name() string { return "proto" }
 
@@ -117,10 +168,14 @@ func (connectProto) Marshal(m any) ([]byte, error) {
 	return proto.Marshal(msg)
 }
 
-func (connectProto) Unmarshal(data []byte, m any) error {
+func (c connectProto) Unmarshal(data []byte, m any) error {
 	msg, ok := m.(proto.Message)
 	if !ok {
 		return fmt.Errorf("proto codec: %T is not a proto.Message", m)
+	}
+	if aerr := c.counts.check(msg, data, false); aerr != nil {
+		refusedBeforeDecode(msg, aerr)
+		return nil
 	}
 	if err := proto.Unmarshal(data, msg); err != nil {
 		decodeFailed(msg, err)

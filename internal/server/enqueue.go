@@ -54,10 +54,8 @@ func (j *jobService) Enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*
 }
 
 func (j *jobService) EnqueueBatch(ctx context.Context, req *seppv1.EnqueueBatchRequest) (*seppv1.EnqueueBatchResponse, error) {
-	max := j.s.cfg.Server.MaxBatchSize
-	if len(req.GetJobs()) > max {
-		return nil, newError(connect.CodeInvalidArgument, ReasonBatchTooLarge,
-			"batch has %d jobs; the limit is %d (max_batch_size): split it into smaller batches", len(req.GetJobs()), max)
+	if aerr := checkCount(j.s.cfg, req); aerr != nil { // max_batch_size, counts.go
+		return nil, aerr
 	}
 	results := make([]*seppv1.EnqueueBatchResult, len(req.GetJobs()))
 	jobs := make([]store.EnqueueJob, 0, len(req.GetJobs()))
@@ -260,6 +258,9 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 		}
 		runAt = req.RunAt.AsTime()
 	}
+	if aerr := checkCount(s.cfg, req); aerr != nil { // the headers' count, counts.go
+		return job, aerr
+	}
 	if aerr := checkHeaders(req.GetHeaders()); aerr != nil {
 		return job, aerr
 	}
@@ -358,10 +359,8 @@ func checkName(field, v string, max int) *apiError {
 	return nil
 }
 
+// checkHeaders checks the headers' size; checkCount, their count.
 func checkHeaders(h map[string]string) *apiError {
-	if len(h) > maxHeaderEntryCount {
-		return invalidField("headers", "has %d entries; the limit is %d", len(h), maxHeaderEntryCount)
-	}
 	size := 0
 	for k, v := range h {
 		size += len(k) + len(v)

@@ -180,7 +180,7 @@ func (r framedRegistrar) request(ctx context.Context, ss grpc.ServerStream) (dec
 		return nil, false, err
 	}
 	if inJSON {
-		return func(v any) error { return strictJSON{}.Unmarshal(msg, v) }, true, nil
+		return func(v any) error { return strictJSON{r.codec.counts}.Unmarshal(msg, v) }, true, nil
 	}
 	return func(v any) error { return r.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, v) }, false, nil
 }

@@ -14,6 +14,8 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/grpc/peer"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 )
 
 // The [limits] table (config.LimitsConfig) in force: what one request or one
@@ -121,15 +123,14 @@ func (s *Server) startLongPoll(ctx context.Context) (done func(), aerr *apiError
 	}, nil
 }
 
-// checkReserveLimits applies limits.max_reserve_queues and
+// checkReserveLimits applies limits.max_reserve_queues (counts.go) and
 // limits.max_reserve_jobs to a Reserve, before it looks at any queue.
-func (s *Server) checkReserveLimits(queues int, maxJobs int32) *apiError {
-	l := s.cfg.Limits
-	if queues > l.MaxReserveQueues {
-		return limitExceeded("max_reserve_queues", int64(l.MaxReserveQueues),
-			"Reserve names %d queues; the limit is %d (limits.max_reserve_queues): name fewer queues, or run several workers", queues, l.MaxReserveQueues)
+func (s *Server) checkReserveLimits(req *seppv1.ReserveRequest) *apiError {
+	if aerr := checkCount(s.cfg, req); aerr != nil {
+		return aerr
 	}
-	if int64(maxJobs) > int64(l.MaxReserveJobs) {
+	l := s.cfg.Limits
+	if maxJobs := req.GetMaxJobs(); int64(maxJobs) > int64(l.MaxReserveJobs) {
 		return limitExceeded("max_reserve_jobs", int64(l.MaxReserveJobs),
 			"max_jobs is %d; the limit is %d (limits.max_reserve_jobs): ask for fewer jobs per Reserve", maxJobs, l.MaxReserveJobs)
 	}

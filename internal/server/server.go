@@ -151,15 +151,17 @@ func New(opts Options) (*Server, error) {
 	admin := &adminService{s: s}
 	effects := &effectService{s: s}
 
+	// The bounds on lists, which the codecs check before decoding (counts.go).
+	counts := &beforeDecode{s.cfg}
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.grpcInterceptor), grpc.MaxRecvMsgSize(int(s.requestBytes())), // limits.go
-		grpc.ForceServerCodecV2(newGRPCCodec()), grpc.ChainStreamInterceptor(decodeErrorsStream), // decode.go
+		grpc.ForceServerCodecV2(newGRPCCodec(counts)), grpc.ChainStreamInterceptor(decodeErrorsStream), // decode.go
 
 		grpc.Creds(splitCreds{}), // the splitter does the TLS handshake (tls.go)
 		// Handshake, idle and ping timeouts of [limits] (connlimit.go).
 		grpc.ConnectionTimeout(s.cfg.Limits.HeaderTimeout()), grpcKeepalive(s.cfg.Limits.ConnectionLimits), grpcEnforcement,
 		grpc.MaxConcurrentStreams(uint32(s.cfg.Limits.StreamsPerConnection())))
 	// Sepp's unary methods read their frames themselves (frames.go).
-	framed := framedRegistrar{grpc: s.grpc, codec: newGRPCCodec(), max: s.requestBytes(), interceptor: s.grpcInterceptor}
+	framed := framedRegistrar{grpc: s.grpc, codec: newGRPCCodec(counts), max: s.requestBytes(), interceptor: s.grpcInterceptor}
 	seppv1.RegisterJobServiceServer(framed, jobs)
 	seppv1.RegisterWorkerServiceServer(framed, workers)
 	seppv1.RegisterEffectServiceServer(framed, effects)
@@ -177,8 +179,8 @@ func New(opts Options) (*Server, error) {
 
 	interceptors := connect.WithHandlerOptions(
 		connect.WithInterceptors(connect.UnaryInterceptorFunc(s.connectInterceptor)),
-		connect.WithReadMaxBytes(int(s.requestBytes())),                    // limits.go
-		connect.WithCodec(strictJSON{}), connect.WithCodec(connectProto{})) // decode.go
+		connect.WithReadMaxBytes(int(s.requestBytes())),                                // limits.go
+		connect.WithCodec(strictJSON{counts}), connect.WithCodec(connectProto{counts})) // codec.go, decode.go
 	mux := http.NewServeMux()
 	mux.Handle(seppv1connect.NewJobServiceHandler(jobs, interceptors))
 	mux.Handle(seppv1connect.NewWorkerServiceHandler(workers, interceptors))

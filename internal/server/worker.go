@@ -47,7 +47,7 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 	if len(queues) == 0 {
 		return nil, invalidField("queues", "name at least one queue to reserve from")
 	}
-	if aerr := s.checkReserveLimits(len(queues), req.GetMaxJobs()); aerr != nil { // limits.go
+	if aerr := s.checkReserveLimits(req); aerr != nil { // limits.go
 		return nil, aerr
 	}
 	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), 0, "the queue's lease_ms")
@@ -154,9 +154,8 @@ func (w *workerService) Complete(ctx context.Context, req *seppv1.CompleteReques
 
 func (w *workerService) CompleteBatch(ctx context.Context, req *seppv1.CompleteBatchRequest) (*seppv1.CompleteBatchResponse, error) {
 	s := w.s
-	if n, max := len(req.GetCompletions()), s.cfg.Server.MaxBatchSize; n > max {
-		return nil, newError(connect.CodeInvalidArgument, ReasonBatchTooLarge,
-			"batch has %d completions; the limit is %d (max_batch_size): split it", n, max)
+	if aerr := checkCount(s.cfg, req); aerr != nil { // max_batch_size, counts.go
+		return nil, aerr
 	}
 	results := make([]*seppv1.CompleteBatchResult, len(req.GetCompletions()))
 	jobs := make([]store.CompletedJob, 0, len(results))
