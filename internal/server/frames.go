@@ -104,18 +104,34 @@ type grpcStream interface {
 	ContentSubtype() string
 }
 
-// grpcFrames reads a grpcStream.
-type grpcFrames struct{ grpcStream }
+// grpcFrames reads a grpcStream. The message it reads is in a buffer of
+// grpc-go's pool until free.
+type grpcFrames struct {
+	grpcStream
+	msg mem.Buffer
+}
 
-func (f grpcFrames) prefix(p []byte) error { return f.ReadMessageHeader(p) }
+func (f *grpcFrames) prefix(p []byte) error { return f.ReadMessageHeader(p) }
 
-func (f grpcFrames) message(n int) ([]byte, error) {
+func (f *grpcFrames) message(n int) ([]byte, error) {
 	data, err := f.Read(n)
 	if err != nil {
 		return nil, err
 	}
 	defer data.Free()
-	return data.Materialize(), nil
+	// Into one pooled buffer, as grpc-go's codec puts it: a new slice for
+	// each message cost a 260 KB Enqueue 0.15 ms more than grpc-go's own
+	// reading, in allocating and clearing it (BenchmarkGRPCUnary).
+	f.msg = data.MaterializeToBuffer(mem.DefaultBufferPool())
+	return f.msg.ReadOnlyData(), nil
+}
+
+// free gives the message's buffer back to the pool.
+func (f *grpcFrames) free() {
+	if f.msg != nil {
+		f.msg.Free()
+		f.msg = nil
+	}
 }
 
 // framedRegistrar registers services on grpc-go with their unary methods
@@ -141,10 +157,11 @@ func (r framedRegistrar) RegisterService(sd *grpc.ServiceDesc, impl any) {
 func (r framedRegistrar) unary(handler grpc.MethodHandler) grpc.StreamHandler {
 	return func(srv any, ss grpc.ServerStream) error {
 		ctx := ss.Context()
-		dec, inJSON, err := r.request(ctx, ss)
+		dec, inJSON, free, err := r.request(ctx, ss)
 		if err != nil {
 			return err
 		}
+		defer free()
 		res, err := handler(srv, ctx, dec, r.interceptor)
 		if err != nil {
 			return err
@@ -158,14 +175,14 @@ func (r framedRegistrar) unary(handler grpc.MethodHandler) grpc.StreamHandler {
 }
 
 // request reads the request of a unary call and returns the function that
-// decodes it, and whether the call is in JSON (application/grpc+json), as
-// its answer must be. grpc-go decodes any other content type as protobuf
-// and labels the protobuf answer with it, so a call in another codec is
-// refused.
-func (r framedRegistrar) request(ctx context.Context, ss grpc.ServerStream) (dec func(any) error, inJSON bool, err error) {
+// decodes it, whether the call is in JSON (application/grpc+json), as its
+// answer must be, and free, which the caller calls once it decoded the
+// request. grpc-go decodes any other content type as protobuf and labels
+// the protobuf answer with it, so a call in another codec is refused.
+func (r framedRegistrar) request(ctx context.Context, ss grpc.ServerStream) (dec func(any) error, inJSON bool, free func(), err error) {
 	st, ok := grpc.ServerTransportStreamFromContext(ctx).(grpcStream)
 	if !ok {
-		return ss.RecvMsg, false, nil // grpc-go reads it, with its own answers
+		return ss.RecvMsg, false, func() {}, nil // grpc-go reads it, with its own answers
 	}
 	switch sub := st.ContentSubtype(); sub {
 	case "", "proto":
@@ -173,21 +190,23 @@ func (r framedRegistrar) request(ctx context.Context, ss grpc.ServerStream) (dec
 		inJSON = true
 	default:
 		aerr := invalidField("content-type", "application/grpc+%s names a codec this server does not speak: send protobuf (application/grpc or application/grpc+proto) or JSON (application/grpc+json)", sub)
-		return nil, false, grpcError(aerr)
+		return nil, false, nil, grpcError(aerr)
 	}
-	msg, err := r.readMessage(st)
+	frames := &grpcFrames{grpcStream: st}
+	msg, err := r.readMessage(frames)
 	if err != nil {
-		return nil, false, err
+		frames.free()
+		return nil, false, nil, err
 	}
 	if inJSON {
-		return func(v any) error { return strictJSON{r.codec.counts}.Unmarshal(msg, v) }, true, nil
+		return func(v any) error { return strictJSON{r.codec.counts}.Unmarshal(msg, v) }, true, frames.free, nil
 	}
-	return func(v any) error { return r.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, v) }, false, nil
+	return func(v any) error { return r.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, v) }, false, frames.free, nil
 }
 
 // readMessage reads the one message of st, decompressed.
-func (r framedRegistrar) readMessage(st grpcStream) ([]byte, error) {
-	msg, compressed, err := readUnary(grpcFrames{st}, st.RecvCompress(), r.max)
+func (r framedRegistrar) readMessage(st *grpcFrames) ([]byte, error) {
+	msg, compressed, err := readUnary(st, st.RecvCompress(), r.max)
 	var aerr *apiError
 	if errors.As(err, &aerr) {
 		return nil, grpcError(aerr)
