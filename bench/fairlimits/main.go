@@ -12,7 +12,10 @@
 //	refusal    Reserve calls naming 20,000 queues, one after the other on
 //	           one connection for 10 s, each refused over
 //	           limits.max_reserve_queues: the server's CPU time per
-//	           refusal, and another client's enqueue latency meanwhile
+//	           refusal, and another client's enqueue latency meanwhile;
+//	           then the same for an Enqueue as large (refused for its
+//	           empty job type) and for a Reserve naming 101 queues, the
+//	           floor of a refused call
 //
 //	go build -o /tmp/sepp ./cmd/sepp
 //	go run ./bench/fairlimits -sepp /tmp/sepp -run longpolls,metrics,refusal
@@ -341,7 +344,8 @@ func enqueueP50(ctx context.Context, jobs seppv1.JobServiceClient, n int) time.D
 // refusal: Reserve calls naming 20,000 queues, one after the other for
 // 10 s, and the server's CPU time per refusal; then, for the cost of
 // receiving as many bytes, Enqueue calls as large (a payload of the same
-// size) refused for their empty job type.
+// size) refused for their empty job type; and, for what any refused call
+// costs, Reserve calls naming 101 queues.
 func refusal(s *server) error {
 	const queues = 20000
 	reserve := &seppv1.ReserveRequest{WaitMs: 1000}
@@ -381,6 +385,19 @@ func refusal(s *server) error {
 	}
 	fmt.Printf("for comparison, Enqueue of the same size (%d bytes) refused for its empty job type, %d times: server CPU %v per refusal\n",
 		proto.Size(enqueue), n, perCall)
+	small := &seppv1.ReserveRequest{Queues: reserve.Queues[:101], WaitMs: 1000}
+	perCall, _, n, err = s.perRefusal(ctx, victim, func(ctx context.Context) error {
+		_, err := w.Reserve(ctx, small)
+		if limitOf(err) != "limits.max_reserve_queues" {
+			return fmt.Errorf("Reserve of 101 queues: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("and the floor, a Reserve naming 101 queues (%d bytes), refused %d times: server CPU %v per refusal\n",
+		proto.Size(small), n, perCall)
 	return nil
 }
 

@@ -2,11 +2,13 @@ package server
 
 import (
 	"fmt"
+	"math"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/internal/config"
@@ -30,6 +32,17 @@ import (
 // over its bound fails alone in a batch that is not atomic, so they are
 // counted in the handler only: the request's size (limits.max_request_bytes)
 // bounds what they cost to decode.
+//
+// A request whose every string is bounded too (a Reserve: its queue names
+// and worker_id) has a largest size within its list's bound, and one larger
+// is refused from its length, before any of it is read, with the list's
+// reason (requestLimits): the gRPC length prefix (readUnary) or the HTTP
+// Content-Length (limitBody). A Reserve naming 20,000 queues, 260 KB, is
+// then neither kept nor decoded; the server reads off the connection only
+// what the client sent before the refusal reached it (docs/benchmarks.md).
+// The other lists' requests carry payloads (a job's, a completion's
+// result) of up to max_payload_bytes each, so max_request_bytes is the
+// tighter bound on their size.
 
 // countBound bounds the items of one list: a repeated or map field at the
 // top level of a request message.
@@ -40,6 +53,15 @@ type countBound struct {
 	// refuse is the error of a list over max; n says how many items it
 	// holds, "150", or "more than 100" when the count stopped early.
 	refuse func(cfg *config.Config, n string) *apiError
+	// stringBytes bounds, by field name, each string of the request,
+	// the list's items among them; nil when a field of the request has no
+	// bound, and then its size is not derived (largest).
+	stringBytes map[protoreflect.Name]int
+	// refuseSize is the error of a request larger than any within max can
+	// be: what is "message" (its gRPC length prefix) or "body" (its
+	// Content-Length), size its length ("260003", or "more than 90000"),
+	// bound the request limit (requestLimits).
+	refuseSize func(cfg *config.Config, what, size string, bound int64) *apiError
 }
 
 // countBounds are the bounds, by the full name of the request message.
@@ -51,6 +73,12 @@ var countBounds = bounds(
 			l := c.Limits.MaxReserveQueues
 			return limitExceeded("max_reserve_queues", int64(l),
 				"Reserve names %s queues; the limit is %d (limits.max_reserve_queues): name fewer queues, or run several workers", n, l)
+		},
+		stringBytes: map[protoreflect.Name]int{"queues": config.MaxQueueNameBytes, "worker_id": maxWorkerIDBytes},
+		refuseSize: func(c *config.Config, what, size string, bound int64) *apiError {
+			l := c.Limits.MaxReserveQueues
+			return limitExceeded("max_reserve_queues", int64(l),
+				"the Reserve request %s is %s bytes, more than any Reserve naming at most %d queues can be (%d bytes; limits.max_reserve_queues): name fewer queues, or run several workers", what, size, l, bound)
 		},
 	},
 	countBound{
@@ -77,6 +105,139 @@ var countBounds = bounds(
 		},
 	},
 )
+
+// The margin of a request limit over the largest request within the
+// bounds: twice its size, for fields a newer client sends that this server
+// does not know and for JSON's white space, and 4 KiB, for the framing a
+// compressed message adds.
+const (
+	requestLimitFactor = 2
+	requestLimitSlack  = 4 << 10
+)
+
+// jsonEscapeBytes is the most bytes JSON text may write one byte of a
+// string in: \u0041 for "A".
+const jsonEscapeBytes = 6
+
+// largest is the size of the largest request within b, in protobuf and in
+// JSON: the list holds its maximum of items, each string field as many
+// bytes as stringBytes allows, written wholly in \u escapes in JSON, and
+// each number field its longest value. ok is false when a field of the
+// request has no such bound.
+func (b countBound) largest(cfg *config.Config) (protobuf, json int64, ok bool) {
+	fields := b.field.ContainingMessage().Fields()
+	json = int64(len("{}"))
+	for i := range fields.Len() {
+		f := fields.Get(i)
+		items := int64(1)
+		if f.Number() == b.field.Number() {
+			items = int64(b.max(cfg))
+		} else if f.IsList() || f.IsMap() {
+			return 0, 0, false
+		}
+		tag := int64(protowire.SizeTag(f.Number()))
+		var pb, js int64
+		switch f.Kind() {
+		case protoreflect.StringKind:
+			n, bounded := b.stringBytes[f.Name()]
+			if !bounded {
+				return 0, 0, false
+			}
+			pb = tag + int64(protowire.SizeBytes(n))
+			js = int64(len(`""`)) + jsonEscapeBytes*int64(n)
+		case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Uint32Kind, protoreflect.Uint64Kind,
+			protoreflect.Sint32Kind, protoreflect.Sint64Kind, protoreflect.BoolKind:
+			pb = tag + int64(protowire.SizeVarint(math.MaxUint64)) // a negative int32 takes 10 bytes too
+			js = int64(len(`"-9223372036854775808"`))
+		default:
+			return 0, 0, false
+		}
+		name := int64(max(len(f.JSONName()), len(f.TextName())))
+		protobuf += items * pb
+		// "name":[item,item],
+		json += name + int64(len(`"":[],`)) + items*(js+int64(len(",")))
+	}
+	return protobuf, json, true
+}
+
+// requestLimit is the largest request message the transports read for a
+// procedure, and the refusal of a larger one, which they decide from its
+// length before they read any of it.
+type requestLimit struct {
+	max int64
+	// refuse is the error of a request size bytes long ("260003", or
+	// "more than 90000"); what is "message" (a gRPC length prefix) or
+	// "body" (an HTTP body).
+	refuse func(what, size string) *apiError
+}
+
+// requestLimits are the request limits of the procedures.
+type requestLimits struct {
+	// any is limits.max_request_bytes, for every procedure.
+	any requestLimit
+	// byPath are the tighter limits of the requests a countBound bounds
+	// wholly, by procedure ("/sepp.v1.WorkerService/Reserve"): in
+	// protobuf, and in JSON.
+	byPath map[string][2]requestLimit
+}
+
+func newRequestLimits(cfg *config.Config) requestLimits {
+	l := requestLimits{any: anyRequestLimit(cfg.Limits.RequestBytes(cfg.Server)), byPath: map[string][2]requestLimit{}}
+	for _, name := range serviceNames {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
+		if err != nil {
+			panic(fmt.Sprintf("service %s: %v", name, err)) // seppv1 registers it
+		}
+		methods := d.(protoreflect.ServiceDescriptor).Methods()
+		for i := range methods.Len() {
+			m := methods.Get(i)
+			if limits, ok := l.boundOf(cfg, m.Input()); ok {
+				l.byPath["/"+name+"/"+string(m.Name())] = limits
+			}
+		}
+	}
+	return l
+}
+
+// boundOf returns the limits of the request message md, protobuf and
+// JSON, when a countBound bounds it wholly.
+func (l requestLimits) boundOf(cfg *config.Config, md protoreflect.MessageDescriptor) (limits [2]requestLimit, ok bool) {
+	b, ok := countBounds[md.FullName()]
+	if !ok || b.refuseSize == nil {
+		return limits, false
+	}
+	protobuf, json, ok := b.largest(cfg)
+	if !ok {
+		return limits, false
+	}
+	for i, largest := range [2]int64{protobuf, json} {
+		limits[i] = l.any
+		if bound := requestLimitFactor*largest + requestLimitSlack; bound < l.any.max {
+			limits[i] = requestLimit{max: bound, refuse: func(what, size string) *apiError { return b.refuseSize(cfg, what, size, bound) }}
+		}
+	}
+	return limits, true
+}
+
+// of returns the limit of a request to path, in JSON or protobuf.
+func (l requestLimits) of(path string, inJSON bool) requestLimit {
+	limits, ok := l.byPath[path]
+	switch {
+	case !ok:
+		return l.any
+	case inJSON:
+		return limits[1]
+	}
+	return limits[0]
+}
+
+// anyRequestLimit is limits.max_request_bytes, max.
+func anyRequestLimit(max int64) requestLimit {
+	return requestLimit{max: max, refuse: func(what, size string) *apiError {
+		return limitExceeded("max_request_bytes", max,
+			"the request %s is %s bytes; the limit is %d (limits.max_request_bytes, derived from max_payload_bytes and max_batch_size unless set): send smaller requests, or split the batch", what, size, max)
+	}}
+}
 
 func fieldOf(m proto.Message, name protoreflect.Name) protoreflect.FieldDescriptor {
 	return m.ProtoReflect().Descriptor().Fields().ByName(name)

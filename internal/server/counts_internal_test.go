@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/gen/sepp/v1/seppv1connect"
 	"github.com/sepp-dev/sepp/internal/config"
 )
 
@@ -61,7 +63,7 @@ func TestProtoCount(t *testing.T) {
 
 // reserveRequest is the binary and the JSON encoding of a Reserve naming n
 // queues.
-func reserveRequest(b *testing.B, n int) (bin, json []byte) {
+func reserveRequest(b testing.TB, n int) (bin, json []byte) {
 	req := &seppv1.ReserveRequest{WaitMs: 1000}
 	for i := range n {
 		req.Queues = append(req.Queues, fmt.Sprintf("queue-%05d", i))
@@ -123,4 +125,89 @@ func TestRefusalMark(t *testing.T) {
 	if aerr := decodeError(&req); aerr != nil {
 		t.Errorf("a forged mark: %+v", aerr)
 	}
+}
+
+// TestReserveRequestLimit: the largest Reserve within the bounds, with
+// max_reserve_queues names of the longest allowed, the longest worker_id
+// and the longest numbers, is as large as largest says in protobuf, fits
+// it in JSON with every byte of its strings escaped, and is under the
+// request limit, which a Reserve naming 20,000 queues is over.
+func TestReserveRequestLimit(t *testing.T) {
+	for _, toml := range []string{"", "[limits]\nmax_reserve_queues = 5\n", "[limits]\nmax_reserve_queues = 1000\n"} {
+		cfg, err := config.Parse("test.toml", []byte(toml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := cfg.Limits.MaxReserveQueues
+		req := &seppv1.ReserveRequest{
+			WorkerId: strings.Repeat("w", maxWorkerIDBytes),
+			MaxJobs:  math.MinInt32, LeaseMs: math.MinInt64, WaitMs: math.MinInt64, // 10 bytes each
+		}
+		escaped := make([]string, n)
+		for i := range n {
+			name := fmt.Sprintf("%05d", i) + strings.Repeat("q", config.MaxQueueNameBytes-5)
+			req.Queues = append(req.Queues, name)
+			escaped[i] = `"` + jsonEscaped(name) + `"`
+		}
+		bin, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		json := fmt.Sprintf(`{"queues":[%s],"workerId":"%s","maxJobs":%d,"leaseMs":"%d","waitMs":"%d"}`,
+			strings.Join(escaped, ","), jsonEscaped(req.WorkerId), req.MaxJobs, req.LeaseMs, req.WaitMs)
+		var back seppv1.ReserveRequest
+		if err := protojson.Unmarshal([]byte(json), &back); err != nil || !proto.Equal(&back, req) {
+			t.Fatalf("the escaped JSON does not decode to the Reserve: %v", err)
+		}
+
+		b := countBounds[req.ProtoReflect().Descriptor().FullName()]
+		largestPB, largestJSON, ok := b.largest(cfg)
+		if !ok || largestPB != int64(len(bin)) || largestJSON < int64(len(json)) {
+			t.Errorf("%d queues: largest = %d, %d, %v; the largest Reserve is %d bytes, %d in JSON", n, largestPB, largestJSON, ok, len(bin), len(json))
+		}
+		limits := newRequestLimits(cfg)
+		for _, enc := range []struct {
+			inJSON bool
+			size   int
+		}{{false, len(bin)}, {true, len(json)}} {
+			limit := limits.of(seppv1connect.WorkerServiceReserveProcedure, enc.inJSON)
+			if int64(enc.size) > limit.max || limit.max > cfg.Limits.RequestBytes(cfg.Server) {
+				t.Errorf("%d queues, JSON %v: the largest Reserve is %d bytes, the limit %d", n, enc.inJSON, enc.size, limit.max)
+			}
+			t.Logf("%d queues, JSON %v: the largest Reserve is %d bytes, the limit %d", n, enc.inJSON, enc.size, limit.max)
+		}
+	}
+
+	// A Reserve naming 20,000 queues is over the limit in protobuf; in
+	// JSON, whose limit allows for every byte written as a \u escape, one
+	// naming 40,000 is.
+	cfg := config.Default()
+	limits := newRequestLimits(&cfg)
+	bin, _ := reserveRequest(t, 20000)
+	_, json := reserveRequest(t, 40000)
+	for _, enc := range []struct {
+		inJSON bool
+		size   int
+	}{{false, len(bin)}, {true, len(json)}} {
+		limit := limits.of(seppv1connect.WorkerServiceReserveProcedure, enc.inJSON)
+		aerr := limit.refuse("message", fmt.Sprint(enc.size))
+		if int64(enc.size) <= limit.max || aerr.reason != ReasonLimitExceeded || aerr.metadata["limit"] != "limits.max_reserve_queues" {
+			t.Errorf("JSON %v: %d bytes, the limit %d: %+v", enc.inJSON, enc.size, limit.max, aerr)
+		}
+	}
+	// The batches' requests carry payloads: their limit is max_request_bytes.
+	for _, p := range []string{seppv1connect.JobServiceEnqueueBatchProcedure, seppv1connect.WorkerServiceCompleteBatchProcedure, seppv1connect.JobServiceEnqueueProcedure} {
+		if got := limits.of(p, false).max; got != cfg.Limits.RequestBytes(cfg.Server) {
+			t.Errorf("%s: limit %d, want max_request_bytes", p, got)
+		}
+	}
+}
+
+// jsonEscaped writes each byte of the ASCII s as a \u escape.
+func jsonEscaped(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		fmt.Fprintf(&b, `\u%04x`, c)
+	}
+	return b.String()
 }

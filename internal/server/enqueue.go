@@ -25,6 +25,9 @@ const (
 	maxJobTypeBytes     = 255
 	maxHeaderBytes      = 64 << 10
 	maxHeaderEntryCount = 64
+	// maxWorkerIDBytes bounds a Reserve's worker_id, which is stored with
+	// each job it leases; a host name and a process id take far less.
+	maxWorkerIDBytes = 1024
 )
 
 // jobService implements JobService for both stacks (grpc-go and connect-go

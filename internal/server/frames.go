@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -45,12 +46,13 @@ const framePrefixBytes = 5
 // flagCompressed is the flag of a compressed message.
 const flagCompressed = 1
 
-// readUnary reads the one message of a unary call's body, refusing a body
-// that is not one well-framed message of at most max bytes with an
-// *apiError; other errors are the transport's (the client went away).
-// encoding is the call's grpc-encoding header; compressed reports whether
-// the message is compressed with it.
-func readUnary(body requestFrames, encoding string, max int64) (msg []byte, compressed bool, err error) {
+// readUnary reads the one message of a unary call's body, refusing with an
+// *apiError a body that is not one well-framed message, or whose message is
+// over limit, from its length prefix, before reading it; other errors are
+// the transport's (the client went away). encoding is the call's
+// grpc-encoding header; compressed reports whether the message is
+// compressed with it.
+func readUnary(body requestFrames, encoding string, limit requestLimit) (msg []byte, compressed bool, err error) {
 	var p [framePrefixBytes]byte
 	switch err := body.prefix(p[:]); {
 	case errors.Is(err, io.EOF):
@@ -66,9 +68,8 @@ func readUnary(body requestFrames, encoding string, max int64) (msg []byte, comp
 		return nil, false, framingError("the message's flag byte is 0x%02x: a request message's flag is 0, or 1 when it is compressed", flag)
 	case flag == flagCompressed && (encoding == "" || encoding == "identity"):
 		return nil, false, framingError("the message's compressed flag is set, but the call names no grpc-encoding: name the compression in the grpc-encoding header, or send the message uncompressed with the flag 0")
-	case int64(n) > max:
-		return nil, false, limitExceeded("max_request_bytes", max,
-			"the request message is %d bytes; the limit is %d (limits.max_request_bytes, derived from max_payload_bytes and max_batch_size unless set): send smaller requests, or split the batch", n, max)
+	case int64(n) > limit.max:
+		return nil, false, limit.refuse("message", strconv.FormatUint(uint64(n), 10))
 	}
 	msg, err = body.message(int(n))
 	switch {
@@ -140,7 +141,7 @@ func (f *grpcFrames) free() {
 type framedRegistrar struct {
 	grpc        *grpc.Server
 	codec       grpcCodec
-	max         int64
+	limits      requestLimits
 	interceptor grpc.UnaryServerInterceptor
 }
 
@@ -149,15 +150,16 @@ func (r framedRegistrar) RegisterService(sd *grpc.ServiceDesc, impl any) {
 	framed.Methods = nil
 	framed.Streams = append([]grpc.StreamDesc(nil), sd.Streams...)
 	for _, m := range sd.Methods {
-		framed.Streams = append(framed.Streams, grpc.StreamDesc{StreamName: m.MethodName, Handler: r.unary(m.Handler)})
+		procedure := "/" + sd.ServiceName + "/" + m.MethodName
+		framed.Streams = append(framed.Streams, grpc.StreamDesc{StreamName: m.MethodName, Handler: r.unary(procedure, m.Handler)})
 	}
 	r.grpc.RegisterService(&framed, impl)
 }
 
-func (r framedRegistrar) unary(handler grpc.MethodHandler) grpc.StreamHandler {
+func (r framedRegistrar) unary(procedure string, handler grpc.MethodHandler) grpc.StreamHandler {
 	return func(srv any, ss grpc.ServerStream) error {
 		ctx := ss.Context()
-		dec, inJSON, free, err := r.request(ctx, ss)
+		dec, inJSON, free, err := r.request(ctx, procedure, ss)
 		if err != nil {
 			return err
 		}
@@ -179,7 +181,7 @@ func (r framedRegistrar) unary(handler grpc.MethodHandler) grpc.StreamHandler {
 // answer must be, and free, which the caller calls once it decoded the
 // request. grpc-go decodes any other content type as protobuf and labels
 // the protobuf answer with it, so a call in another codec is refused.
-func (r framedRegistrar) request(ctx context.Context, ss grpc.ServerStream) (dec func(any) error, inJSON bool, free func(), err error) {
+func (r framedRegistrar) request(ctx context.Context, procedure string, ss grpc.ServerStream) (dec func(any) error, inJSON bool, free func(), err error) {
 	st, ok := grpc.ServerTransportStreamFromContext(ctx).(grpcStream)
 	if !ok {
 		return ss.RecvMsg, false, func() {}, nil // grpc-go reads it, with its own answers
@@ -193,7 +195,7 @@ func (r framedRegistrar) request(ctx context.Context, ss grpc.ServerStream) (dec
 		return nil, false, nil, grpcError(aerr)
 	}
 	frames := &grpcFrames{grpcStream: st}
-	msg, err := r.readMessage(frames)
+	msg, err := r.readMessage(frames, r.limits.of(procedure, inJSON))
 	if err != nil {
 		frames.free()
 		return nil, false, nil, err
@@ -204,9 +206,9 @@ func (r framedRegistrar) request(ctx context.Context, ss grpc.ServerStream) (dec
 	return func(v any) error { return r.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(msg)}, v) }, false, frames.free, nil
 }
 
-// readMessage reads the one message of st, decompressed.
-func (r framedRegistrar) readMessage(st *grpcFrames) ([]byte, error) {
-	msg, compressed, err := readUnary(st, st.RecvCompress(), r.max)
+// readMessage reads the one message of st, within limit, decompressed.
+func (r framedRegistrar) readMessage(st *grpcFrames, limit requestLimit) ([]byte, error) {
+	msg, compressed, err := readUnary(st, st.RecvCompress(), limit)
 	var aerr *apiError
 	if errors.As(err, &aerr) {
 		return nil, grpcError(aerr)
@@ -217,7 +219,7 @@ func (r framedRegistrar) readMessage(st *grpcFrames) ([]byte, error) {
 	if compressed {
 		// grpc-go has refused the call already unless a compressor of
 		// this name is registered.
-		if msg, err = decompress(encoding.GetCompressor(st.RecvCompress()), msg, r.max); err != nil {
+		if msg, err = decompress(encoding.GetCompressor(st.RecvCompress()), msg, r.limits.any.max); err != nil {
 			return nil, grpcError(err)
 		}
 	}
@@ -248,17 +250,22 @@ func decompress(c encoding.Compressor, msg []byte, max int64) ([]byte, error) {
 // services with readUnary, answers a body readUnary refuses, and hands the
 // others on to next (connect-go) with the body as it came.
 func (s *Server) checkFrames(next http.Handler) http.Handler {
-	max := s.requestBytes()
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !guarded(r.URL.Path) || !framedContentType(r.Header.Get("Content-Type")) || r.Body == nil {
+		ct := r.Header.Get("Content-Type")
+		if !guarded(r.URL.Path) || !framedContentType(ct) || r.Body == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
 		body := &bodyFrames{r: r.Body}
-		_, _, err := readUnary(body, r.Header.Get("Grpc-Encoding"), max)
+		_, _, err := readUnary(body, r.Header.Get("Grpc-Encoding"), s.requestLimits.of(r.URL.Path, jsonContentType(ct)))
 		var aerr *apiError
-		if errors.As(err, &aerr) {
+		switch {
+		case errors.As(err, &aerr) && aerr.reason == ReasonLimitExceeded:
+			// Refused from its length prefix: the message is not read.
+			answerUnread(w, r, func() { _ = ew.Write(w, r, connectError(aerr)) })
+			return
+		case errors.As(err, &aerr):
 			_ = ew.Write(w, r, connectError(aerr))
 			return
 		}
@@ -287,6 +294,13 @@ func framedContentType(ct string) bool {
 		return true
 	}
 	return false
+}
+
+// jsonContentType reports whether ct is a JSON codec's: Connect's
+// application/json, gRPC-Web's application/grpc-web+json.
+func jsonContentType(ct string) bool {
+	ct, _, _ = strings.Cut(ct, ";")
+	return strings.HasSuffix(strings.TrimSpace(strings.ToLower(ct)), "json")
 }
 
 // bodyFrames reads an HTTP request body, keeping what it read.

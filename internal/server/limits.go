@@ -171,60 +171,78 @@ const (
 	refusedBodyDrainBytes = 256 << 20
 )
 
-// limitBody refuses an HTTP request whose Content-Length is over the request
-// limit before reading any of it, and caps the body of any other request, so
-// an oversized body is never buffered. The refusal is a Connect error in the
-// request's protocol (Connect, gRPC-Web or gRPC).
+// answerUnread answers r with answer, which writes a refusal, without
+// reading the rest of its body. Over HTTP/2 the stream is reset after the
+// answer (RST_STREAM NO_ERROR, RFC 9113 section 8.1), which tells the
+// client to stop sending: nothing more is read, and the connection's other
+// calls go on. Over HTTP/1.1 the connection is closed after the answer;
+// closing it with unread bytes would reset it, and the client could lose
+// the answer, so the answer goes out first, and the body is read and
+// dropped for a moment (never kept) while the client reads it.
+func answerUnread(w http.ResponseWriter, r *http.Request, answer func()) {
+	if r.ProtoMajor >= 2 {
+		answer()
+		return
+	}
+	rc := http.NewResponseController(w)
+	// Read the body after answering: net/http would read up to 256 KB of
+	// it before writing the answer.
+	_ = rc.EnableFullDuplex()
+	w.Header().Set("Connection", "close")
+	answer()
+	_ = rc.Flush()
+	_ = rc.SetReadDeadline(time.Now().Add(refusedBodyDrain))
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, refusedBodyDrainBytes))
+}
+
+// limitBody refuses an HTTP request whose Content-Length is over its
+// procedure's request limit (requestLimits) before reading any of it, and
+// caps the body of any other request, so an oversized body is never
+// buffered. The refusal is a Connect error in the request's protocol
+// (Connect, gRPC-Web or gRPC). A gRPC-Web body without a length is left to
+// checkFrames, which refuses it from its message's length prefix.
 func (s *Server) limitBody(next http.Handler) http.Handler {
-	max := s.requestBytes()
 	ew := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		limit := s.requestLimits.of(r.URL.Path, jsonContentType(ct))
 		refuse := func(size string) {
-			aerr := limitExceeded("max_request_bytes", max,
-				"the request body is %s bytes; the limit is %d (limits.max_request_bytes, derived from max_payload_bytes and max_batch_size unless set): send smaller requests, or split the batch", size, max)
-			// The connection is closed after the answer. Closing it with
-			// unread bytes would reset it, and the client could lose the
-			// answer: so the answer goes out first, and the body is read
-			// and dropped for a moment (never kept) while the client
-			// reads it.
-			rc := http.NewResponseController(w)
-			_ = rc.EnableFullDuplex() // HTTP/1.1: read the body after answering
-			w.Header().Set("Connection", "close")
-			// The API's paths get a Connect error, the others (webhooks,
-			// /metrics) a 413.
-			if api := strings.HasPrefix(r.URL.Path, "/sepp.") || strings.HasPrefix(r.URL.Path, "/grpc."); api && ew.IsSupported(r) {
-				_ = ew.Write(w, r, connectError(aerr))
-			} else {
-				http.Error(w, aerr.msg, http.StatusRequestEntityTooLarge)
-			}
-			_ = rc.Flush()
-			_ = rc.SetReadDeadline(time.Now().Add(refusedBodyDrain))
-			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, refusedBodyDrainBytes))
+			aerr := limit.refuse("body", size)
+			answerUnread(w, r, func() {
+				// The API's paths get a Connect error, the others
+				// (webhooks, /metrics) a 413.
+				if api := strings.HasPrefix(r.URL.Path, "/sepp.") || strings.HasPrefix(r.URL.Path, "/grpc."); api && ew.IsSupported(r) {
+					_ = ew.Write(w, r, connectError(aerr))
+				} else {
+					http.Error(w, aerr.msg, http.StatusRequestEntityTooLarge)
+				}
+			})
 		}
 		// Framing (the 5-byte envelopes of gRPC-Web and the Connect
 		// streaming protocol, their end-of-stream message) comes on top of
 		// one message.
-		limit := max + 1024
+		max := limit.max + 1024
+		hasBody := r.Body != nil && r.Body != http.NoBody
 		switch {
-		case r.ContentLength > limit:
+		case r.ContentLength > max:
 			refuse(strconv.FormatInt(r.ContentLength, 10))
 			return
-		case r.ContentLength < 0 && r.Body != nil && r.Body != http.NoBody:
+		case r.ContentLength < 0 && hasBody && !(guarded(r.URL.Path) && framedContentType(ct)):
 			// No length given: read at most the limit, as the codec would
 			// have, and refuse the body if there is more.
-			body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+			body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
 			if err != nil {
 				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
 				return
 			}
-			if int64(len(body)) > limit {
-				refuse("more than " + strconv.FormatInt(limit, 10))
+			if int64(len(body)) > max {
+				refuse("more than " + strconv.FormatInt(max, 10))
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
-		case r.Body != nil && r.Body != http.NoBody:
-			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		case hasBody:
+			r.Body = http.MaxBytesReader(w, r.Body, max)
 		}
 		next.ServeHTTP(w, r)
 	})

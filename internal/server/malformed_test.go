@@ -91,6 +91,12 @@ func postFrames(t *testing.T, hc *http.Client, url, contentType string, header h
 	if err != nil {
 		t.Fatalf("POST %s: %v", url, err)
 	}
+	return answerOf(t, url, resp)
+}
+
+// answerOf reads the gRPC or gRPC-Web answer resp.
+func answerOf(t *testing.T, url string, resp *http.Response) grpcAnswer {
+	t.Helper()
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {

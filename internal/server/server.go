@@ -67,6 +67,8 @@ type Server struct {
 	wake  *wakeup.Hub    // wakes waiting Reserve and ClaimEffect calls
 	sweep *sweep.Sweeper // deletes what expired, releases expired leases
 	polls longPolls      // waiting calls per connection and in all (limits.go)
+	// requestLimits bound each request's size, by procedure (counts.go).
+	requestLimits requestLimits
 
 	grpc   *grpc.Server
 	http   *http.Server
@@ -153,6 +155,7 @@ func New(opts Options) (*Server, error) {
 
 	// The bounds on lists, which the codecs check before decoding (counts.go).
 	counts := &beforeDecode{s.cfg}
+	s.requestLimits = newRequestLimits(s.cfg)
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(s.grpcInterceptor), grpc.MaxRecvMsgSize(int(s.requestBytes())), // limits.go
 		grpc.ForceServerCodecV2(newGRPCCodec(counts)), grpc.ChainStreamInterceptor(decodeErrorsStream), // decode.go
 
@@ -161,7 +164,7 @@ func New(opts Options) (*Server, error) {
 		grpc.ConnectionTimeout(s.cfg.Limits.HeaderTimeout()), grpcKeepalive(s.cfg.Limits.ConnectionLimits), grpcEnforcement,
 		grpc.MaxConcurrentStreams(uint32(s.cfg.Limits.StreamsPerConnection())))
 	// Sepp's unary methods read their frames themselves (frames.go).
-	framed := framedRegistrar{grpc: s.grpc, codec: newGRPCCodec(counts), max: s.requestBytes(), interceptor: s.grpcInterceptor}
+	framed := framedRegistrar{grpc: s.grpc, codec: newGRPCCodec(counts), limits: s.requestLimits, interceptor: s.grpcInterceptor}
 	seppv1.RegisterJobServiceServer(framed, jobs)
 	seppv1.RegisterWorkerServiceServer(framed, workers)
 	seppv1.RegisterEffectServiceServer(framed, effects)

@@ -50,6 +50,9 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 	if aerr := s.checkReserveLimits(req); aerr != nil { // limits.go
 		return nil, aerr
 	}
+	if n := len(req.GetWorkerId()); n > maxWorkerIDBytes {
+		return nil, invalidField("worker_id", "is %d bytes; the limit is %d", n, maxWorkerIDBytes)
+	}
 	lease, aerr := msOr("lease_ms", req.GetLeaseMs(), 0, "the queue's lease_ms")
 	if aerr != nil {
 		return nil, aerr
