@@ -292,24 +292,32 @@ func TestSlowReadNotTrusted(t *testing.T) {
 	}
 }
 
+// slowFirst is a source whose first n reads wait d before they read the
+// reference (the request waited on its way: the read is late), and the
+// reference it reads.
+func slowFirst(n int, d time.Duration) (source func(context.Context) (time.Time, error), truth func() time.Time) {
+	began := time.Now()
+	truth = func() time.Time { return base.Add(time.Since(began)) }
+	var mu sync.Mutex
+	calls := 0
+	source = func(context.Context) (time.Time, error) {
+		mu.Lock()
+		calls++
+		slow := calls <= n
+		mu.Unlock()
+		if slow {
+			time.Sleep(d)
+		}
+		return truth(), nil
+	}
+	return source, truth
+}
+
 // TestSlowStartReadAgain: a node that starts while its database is slow
 // reads again until it has an exact reading, rather than serving on a clock
 // half a slow round trip ahead until its first resync.
 func TestSlowStartReadAgain(t *testing.T) {
-	began := time.Now()
-	truth := func() time.Time { return base.Add(time.Since(began)) }
-	var mu sync.Mutex
-	calls := 0
-	source := func(context.Context) (time.Time, error) {
-		mu.Lock()
-		calls++
-		slow := calls <= 2
-		mu.Unlock()
-		if slow {
-			time.Sleep(200 * time.Millisecond)
-		}
-		return truth(), nil
-	}
+	source, truth := slowFirst(2, 200*time.Millisecond)
 	c := start(t, clock.AnchoredOptions{Source: source, Resync: time.Hour, Samples: 1})
 	if off := c.Now().Sub(truth()); off > 20*time.Millisecond || off < -20*time.Millisecond {
 		t.Fatalf("Now is off the source by %v after a slow start, want within 20 ms", off)
@@ -321,20 +329,7 @@ func TestSlowStartReadAgain(t *testing.T) {
 // until one is exact to 10 ms, instead of serving on a clock ahead by half
 // a slow round trip (it read ten more times and then served on the best).
 func TestLongSlowStartWaitsForExactReading(t *testing.T) {
-	began := time.Now()
-	truth := func() time.Time { return base.Add(time.Since(began)) }
-	var mu sync.Mutex
-	calls := 0
-	source := func(context.Context) (time.Time, error) {
-		mu.Lock()
-		calls++
-		slow := calls <= 15
-		mu.Unlock()
-		if slow {
-			time.Sleep(60 * time.Millisecond) // the request waited on its way: the read is late
-		}
-		return truth(), nil
-	}
+	source, truth := slowFirst(15, 60*time.Millisecond)
 	c := start(t, clock.AnchoredOptions{Source: source, Resync: time.Hour, Samples: 1})
 	if u := c.Uncertainty(); u > 10*time.Millisecond {
 		t.Fatalf("Uncertainty %v after start, want within 10 ms", u)
