@@ -22,32 +22,27 @@ import (
 // and the interceptors, which see the message before any handler, answer
 // with the error (decodeError).
 
-// decodeErrorField is the field number of the mark: the largest protobuf
-// allows, never used by a Sepp message.
-const decodeErrorField protowire.Number = protowire.MaxValidNumber
+// markField is the field number of the mark: the largest protobuf
+// allows, never used by a Sepp message. The mark holds the error as a
+// BatchItemError.
+const markField protowire.Number = protowire.MaxValidNumber
 
-// refusedField is the field number of the mark of a request refused
-// before it was decoded (counts.go): the error, as a BatchItemError.
-const refusedField protowire.Number = protowire.MaxValidNumber - 1
-
-// decodeFailed empties m and marks it with err.
+// decodeFailed empties m and marks it with the INVALID_FIELD error of err.
 func decodeFailed(m proto.Message, err error) {
-	proto.Reset(m)
-	mark := protowire.AppendTag(nil, decodeErrorField, protowire.BytesType)
-	mark = protowire.AppendBytes(mark, []byte(err.Error()))
-	m.ProtoReflect().SetUnknown(mark)
+	refusedBeforeDecode(m, invalidField("request", "cannot decode the %s message: %s", m.ProtoReflect().Descriptor().FullName(), err))
 }
 
-// refusedBeforeDecode leaves m empty, marked with e.
+// refusedBeforeDecode empties m and marks it with e: a request refused
+// before it was decoded (counts.go), or one that did not decode.
 func refusedBeforeDecode(m proto.Message, e *apiError) {
 	proto.Reset(m)
 	b, _ := proto.Marshal(&seppv1.BatchItemError{Code: e.code.String(), Reason: e.reason, Message: e.msg, Metadata: e.metadata})
-	mark := protowire.AppendTag(nil, refusedField, protowire.BytesType)
+	mark := protowire.AppendTag(nil, markField, protowire.BytesType)
 	m.ProtoReflect().SetUnknown(protowire.AppendBytes(mark, b))
 }
 
-// decodeError is the INVALID_FIELD error of a message decodeFailed marked,
-// or nil.
+// decodeError is the error a codec marked m with (decodeFailed,
+// refusedBeforeDecode), or nil.
 func decodeError(req any) *apiError {
 	m, ok := req.(proto.Message)
 	if !ok || m == nil {
@@ -58,23 +53,18 @@ func decodeError(req any) *apiError {
 		return nil
 	}
 	num, typ, n := protowire.ConsumeTag(u)
-	if n < 0 || (num != decodeErrorField && num != refusedField) || typ != protowire.BytesType {
+	if n < 0 || num != markField || typ != protowire.BytesType {
 		return nil
 	}
 	text, k := protowire.ConsumeBytes(u[n:])
 	if k < 0 {
 		return nil
 	}
-	if num == refusedField {
-		return refusal(text)
-	}
-	e := invalidField("request", "cannot decode the %s message: %s", m.ProtoReflect().Descriptor().FullName(), text)
-	return e
+	return refusal(text)
 }
 
-// refusal is the error of a refusedField mark. A client can send the
-// mark itself, and gets the answer it wrote only if it is one a refusal
-// before decoding gives.
+// refusal is the error of a mark. A client can send the mark itself, and
+// gets the answer it wrote only if it is one a codec gives.
 func refusal(mark []byte) *apiError {
 	var e seppv1.BatchItemError
 	if proto.Unmarshal(mark, &e) != nil {
