@@ -305,14 +305,7 @@ func setAsideAfterHole(dir string, logs []string, after string) (string, error) 
 		return "", err
 	}
 	return fmt.Sprintf("the %s from %s on (%s), whose writes may depend on the missing ones, were moved to %s and not replayed: the store holds every write up to the hole and none after it",
-		pluralWord(len(moved), "log"), after, strings.Join(moved, ", "), lost), nil
-}
-
-func pluralWord(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
+		plural(uint64(len(moved)), "log"), after, strings.Join(moved, ", "), lost), nil
 }
 
 // tornAt reads the log f from off, the end of its last whole record, to
