@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -323,22 +322,7 @@ func TestRecoveryCleanCopy(t *testing.T) {
 func TestRecoveryCorruptWAL(t *testing.T) {
 	const n = 20
 	dir, wal := copyOpenStore(t, n)
-	f, err := os.OpenFile(wal, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := dataEnd(t, wal)
-	buf := make([]byte, 8)
-	if _, err := f.ReadAt(buf, end/2); err != nil && !errors.Is(err, io.EOF) {
-		t.Fatal(err)
-	}
-	for i := range buf {
-		buf[i] ^= 0xff
-	}
-	if _, err := f.WriteAt(buf, end/2); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	flip(t, wal, dataEnd(t, wal)/2)
 	s, err := pebble.Open(context.Background(), pebble.Options{Path: dir})
 	if err != nil {
 		if !errors.Is(err, pebbledb.ErrCorruption) || !strings.Contains(err.Error(), "is damaged") {
