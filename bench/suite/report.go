@@ -56,7 +56,10 @@ func report(systems []*system, res *results, mem []memRow, sweep []sweepRow, age
 	p("Dedup: Sepp idempotency key (24 h window); River `UniqueOpts{ByArgs, ByPeriod: 24h}` on the key field; Asynq `TaskID(key)`, `ErrTaskIDConflict` is a hit; ")
 	p("NATS file-backed work-queue stream with a 24 h duplicates window, `Nats-Msg-Id` = key, synchronous `js.Publish`. ")
 	p("W3 consumers: Sepp `worker.Worker` (Concurrency 32); River one queue with MaxWorkers 32, FetchCooldown 5 ms and FetchPollInterval 50 ms ")
-	p("(River's default 100 ms cooldown caps 32 workers at about 320 jobs/s); Asynq `Server` with Concurrency 32; NATS one durable pull consumer with 32 bound subscriptions, `Fetch(10)` and `Ack` per message. ")
+	p("(River's default 100 ms cooldown caps 32 workers at about 320 jobs/s); Asynq `Server` with Concurrency 32; ")
+	p("NATS one durable pull consumer (explicit ack, MaxAckPending %s) consumed through the `jetstream` package by 32 `Consume` calls, ", commas(32*natsPullMax))
+	p("each keeping up to %d messages requested (`PullMaxMessages`, the package's default), a no-op handler, then `msg.Ack()`; ", natsPullMax)
+	p("a job counts once acked, and the clock stops after a flush round trip, once the server has every ack. ")
 	p("River, Sepp's Go client and Asynq get 32 pooled connections (River: pgxpool MaxConns 32).\n\n")
 
 	ids := []string{"W0", "W1", "W2", "W3", "W4b100", "W4b1000"}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -488,58 +489,102 @@ func (t *natsInstance) stored(context.Context) (int, error) {
 	return int(si.State.Msgs), nil
 }
 
+// natsPullMax is how many messages each Consume keeps requested and
+// buffered: the jetstream package's default, named because the consumer's
+// MaxAckPending is sized from it.
+const natsPullMax = jetstream.DefaultMaxMessages
+
 func (t *natsInstance) process(ctx context.Context, n, workers int) (time.Duration, error) {
-	// One durable pull consumer, one subscription bound to it per worker
-	// (Fetch on one subscription from many goroutines serialises them).
-	if _, err := t.js.AddConsumer(t.stream, &nats.ConsumerConfig{Durable: "bench", AckPolicy: nats.AckExplicitPolicy,
-		MaxAckPending: 10_000}); err != nil {
+	// The jetstream package's Consume, which its docs recommend over Fetch
+	// for continuous pulling: each Consume keeps pull requests in flight
+	// and refills its buffer (PullMaxMessages) before it runs dry, so
+	// deliveries and acks pipeline. Its handler runs on one goroutine per
+	// Consume, so the 32 workers are 32 Consumes on the one durable
+	// consumer (the package's js-parallel-consume example). MaxAckPending
+	// covers every buffer, so the server never holds back a pull request
+	// the client has room for.
+	js, err := jetstream.New(t.nc)
+	if err != nil {
 		return 0, err
 	}
-	subs := make([]*nats.Subscription, workers)
-	for i := range subs {
-		sub, err := t.js.PullSubscribe(t.subject, "bench", nats.Bind(t.stream, "bench"))
+	cons, err := js.CreateOrUpdateConsumer(ctx, t.stream, jetstream.ConsumerConfig{Durable: "bench",
+		AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: workers * natsPullMax})
+	if err != nil {
+		return 0, err
+	}
+	var done atomic.Int64
+	finished := make(chan struct{})
+	failed := make(chan error, 1)
+	fail := func(err error) {
+		select {
+		case failed <- err:
+		default:
+		}
+	}
+	handler := func(m jetstream.Msg) {
+		// The no-op handler, then the ack; a job counts once acked.
+		if err := m.Ack(); err != nil {
+			fail(fmt.Errorf("ack: %w", err))
+			return
+		}
+		if done.Add(1) == int64(n) {
+			close(finished)
+		}
+	}
+	var lastWarn atomic.Pointer[error]
+	start := time.Now()
+	for range workers {
+		cc, err := cons.Consume(handler, jetstream.PullMaxMessages(natsPullMax),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { lastWarn.Store(&err) }))
 		if err != nil {
 			return 0, err
 		}
-		defer sub.Unsubscribe()
-		subs[i] = sub
-	}
-	var done atomic.Int64
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := time.Now()
-	errc := make(chan error, workers)
-	for _, sub := range subs {
+		defer cc.Stop()
 		go func() {
-			for ctx.Err() == nil {
-				msgs, err := sub.Fetch(10, nats.MaxWait(time.Second))
-				if err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
-					errc <- err
-					return
-				}
-				for _, m := range msgs {
-					if err := m.Ack(); err != nil {
-						errc <- err
-						return
-					}
-					if done.Add(1) == int64(n) {
-						cancel()
-					}
-				}
+			select {
+			case <-cc.Closed():
+				// Consume stopped on its own (consumer deleted, bad
+				// request, connection closed).
+				fail(errors.New("a Consume stopped"))
+			case <-finished:
 			}
-			errc <- nil
 		}()
 	}
-	var firstErr error
-	for range workers {
-		if e := <-errc; e != nil && firstErr == nil {
-			firstErr = e
-			cancel()
-		}
+	select {
+	case <-finished:
+	case err = <-failed:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err == nil {
+		// Ack is a fire-and-forget publish: the round trip of a flush
+		// makes sure the server has received every ack before the clock
+		// stops.
+		err = t.nc.FlushWithContext(ctx)
 	}
 	el := time.Since(start)
-	if done.Load() < int64(n) {
-		return el, fmt.Errorf("handled %d of %d: %v", done.Load(), n, firstErr)
+	if err != nil {
+		msg := fmt.Sprintf("handled %d of %d: %v", done.Load(), n, err)
+		if w := lastWarn.Load(); w != nil {
+			msg += fmt.Sprintf(" (last consume error: %v)", *w)
+		}
+		return el, errors.New(msg)
+	}
+	// Work-queue retention removes a message once its ack is applied: an
+	// empty stream shows every job was acked once (a redelivery counted
+	// twice would leave one behind).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		left, err := t.stored(ctx)
+		if err != nil {
+			return el, err
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return el, fmt.Errorf("acked %d of %d, but %d are still in the stream", done.Load(), n, left)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	return el, nil
 }
