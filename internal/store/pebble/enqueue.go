@@ -171,6 +171,7 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 		// Into the filter before the record is written: a filter may hold a
 		// name that is not stored (a batch that failed), never the reverse.
 		s.filter.Load().add(dedupName(k.Queue, k.Key))
+		t.created = append(t.created, k)
 		if err := t.set(dedupKey(k.Queue, k.Key), encodeDedup(&d)); err != nil {
 			return err
 		}

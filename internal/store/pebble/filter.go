@@ -9,7 +9,7 @@ import (
 )
 
 // keyFilter is a Bloom filter of the (queue, key) names of the dedup records
-// in the store, kept by the writer. Most enqueued keys are new, and a lookup
+// in the store, kept by the commits. Most enqueued keys are new, and a lookup
 // of a key that is not there walks the memtable's skiplist to the bottom:
 // measured, that was the largest single cost of an enqueue. A key the filter
 // has never seen is certainly absent, and its lookup is skipped.
@@ -17,7 +17,7 @@ import (
 // The filter never forgets, so released, swept and replaced records stay in
 // it as false positives; it is rebuilt from the records (a scan) when it has
 // taken in as many names as it was sized for, at 10 bits a name, and at
-// Open. Only the writer adds to it; the enqueue path for dedup hits
+// Open. Only a group being applied (under writeMu) adds to it; the enqueue path for dedup hits
 // (enqueueHits) reads it concurrently, so its words are atomic.
 type keyFilter struct {
 	seed  maphash.Seed

@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -14,9 +15,10 @@ import (
 // records that are already committed. Such an enqueue is decided outside
 // the writer, by the same rules (storerule.Group), and answered without a
 // commit of its own, as Redis answers a task id it already holds. Pebble
-// makes a batch visible before its sync returns, so the answer waits until
-// the commit the writer was in when the records were read has returned
-// (awaitSynced): at most the rest of one sync, never a group of its own. What it changes, the records' hit
+// makes a batch visible before its sync returns, so an answer that read a
+// record created by a commit whose sync has not returned yet waits for that
+// sync (unsynced, awaitSynced); a record that is durable is answered at
+// once, however busy the writer. What it changes, the records' hit
 // counts, goes to the writer afterwards and is committed with the next
 // group; until then a lookup adds it from pending. A crash before that
 // commit loses those increments: the hit count is a statistic, and every
@@ -61,14 +63,15 @@ func (s *Store) enqueueHits(ctx context.Context, op *enqueueOp) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	// What the read saw was published by this commit or an earlier one.
-	seen := s.committing.Load()
 	results := make([]store.EnqueueResult, len(op.jobs))
 	derr := g.Decide(op.atomic, op.now, op.jobs, results)
 	if len(g.New) > 0 || len(g.Created) > 0 || len(g.Replaced) > 0 {
 		return false, nil
 	}
-	if err := s.awaitSynced(ctx, seen); err != nil {
+	// The records read were created by commits that have synced, unless
+	// unsynced names one: the answer waits for that commit alone, not for
+	// whatever else the writer is committing meanwhile.
+	if err := s.awaitSynced(ctx, s.unsynced.latest(g.Records)); err != nil {
 		return false, err
 	}
 	op.results = results
@@ -83,7 +86,18 @@ func (s *Store) enqueueHits(ctx context.Context, op *enqueueOp) (bool, error) {
 // markSynced records that commit n has returned (synced, or failed: a
 // failed commit leaves the store to fail its callers) and wakes awaitSynced.
 func (s *Store) markSynced(n uint64) {
-	s.synced.Store(n)
+	s.unsynced.synced(n)
+	for {
+		// Groups are answered concurrently (commitNow): synced only moves
+		// forward.
+		old := s.synced.Load()
+		if old >= n {
+			return
+		}
+		if s.synced.CompareAndSwap(old, n) {
+			break
+		}
+	}
 	next := make(chan struct{})
 	close(*s.syncedCh.Swap(&next))
 }
@@ -159,4 +173,67 @@ func (s *Store) lookupPending(read func() (*pendingHit, error)) (int64, error) {
 		return 0, err
 	}
 	return s.pending[*h], nil
+}
+
+// unsyncedRecords names the dedup records created by commits whose sync has
+// not returned, each with the latest such commit, so that a hit on a record
+// waits for the commit that created it and a hit on a durable record does
+// not wait at all. A commit notes its records before it makes them visible
+// (runGroup); markSynced forgets them once it has synced. A reader that has
+// read a record and then finds no commit named here knows the record's
+// commit has synced.
+type unsyncedRecords struct {
+	mu      sync.Mutex
+	by      map[storerule.Key]uint64
+	commits []unsyncedCommit // oldest first
+}
+
+type unsyncedCommit struct {
+	commit uint64
+	keys   []storerule.Key
+}
+
+// add notes the records commit created; commits are added in order.
+func (u *unsyncedRecords) add(commit uint64, keys []storerule.Key) {
+	if len(keys) == 0 {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.by == nil {
+		u.by = map[storerule.Key]uint64{}
+	}
+	for _, k := range keys {
+		u.by[k] = commit
+	}
+	u.commits = append(u.commits, unsyncedCommit{commit, keys})
+}
+
+// synced forgets the records of the commits up to n.
+func (u *unsyncedRecords) synced(n uint64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	i := 0
+	for ; i < len(u.commits) && u.commits[i].commit <= n; i++ {
+		c := u.commits[i]
+		for _, k := range c.keys {
+			if u.by[k] == c.commit {
+				delete(u.by, k)
+			}
+		}
+		u.commits[i] = unsyncedCommit{}
+	}
+	u.commits = u.commits[i:]
+}
+
+// latest is the latest commit not known synced that created one of the
+// records read, or 0.
+func (u *unsyncedRecords) latest(read map[storerule.Key]*storerule.Entry) uint64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var n uint64
+	for k := range read {
+		n = max(n, u.by[k])
+	}
+	return n
 }

@@ -49,10 +49,10 @@ type Options struct {
 	// store that has processed 1,000,000 jobs the profile put most of its
 	// time in reading index and data blocks again.
 	CacheSize int64
-	// OnCommit, if set, is called by the writer after every group commit
+	// OnCommit, if set, is called after every group commit, once it is answered,
 	// with the number of operations and jobs it carried and its duration.
 	OnCommit func(ops, jobs int, d time.Duration)
-	// OnKeyReleased, if set, is called by the syncer, once per queue, after
+	// OnKeyReleased, if set, is called once per queue, after
 	// a group commit that deleted n dedup records of queue because their
 	// jobs reached a final state their release_key_on names has synced; never
 	// for a group that failed.
@@ -83,38 +83,47 @@ type Store struct {
 	mu     sync.RWMutex
 	closed bool
 
-	ops       chan *writeOp
-	stop      chan struct{} // closed by Close: the writer drains and exits
-	stopped   chan struct{} // closed by the syncer once the writer has exited and every group is answered
-	closeOnce sync.Once
+	// writeMu is held by whoever applies a group: the writer goroutine, or
+	// a caller committing on its own goroutine (commitNow). It guards
+	// cursors, horizon, acked and the filter's replacement. answerMu
+	// guards marked and the mark file: groups are answered by the syncer
+	// and by commitNow callers. Lock order: writeMu, then pendingMu;
+	// answerMu, then pendingMu; writeMu and answerMu are never held
+	// together.
+	writeMu, answerMu sync.Mutex
+	ops               chan *writeOp
+	stop              chan struct{} // closed by Close: the writer drains and exits
+	stopped           chan struct{} // closed by the syncer once the writer has exited and every group is answered
+	closeOnce         sync.Once
 
-	cursors cursors // writer-only
+	cursors cursors // under writeMu
 	// horizon is the dedup horizon (storerule.SweepCut): the latest cut a
-	// committed sweep deleted dedup records up to. Writer-only, and kept in
+	// committed sweep deleted dedup records up to. Under writeMu, and kept in
 	// memory alone: after a restart no request from before it is still in
 	// flight, and a new request's Now is past every cut a sweep made before
 	// the restart (a sweep's cut is a minute before its Now), given a clock
 	// that does not go back; so it starts at zero.
 	horizon int64
-	// filter is replaced by the writer only; nil: every dedup lookup reads.
+	// filter is replaced under writeMu only; nil: every dedup lookup reads.
 	filter atomic.Pointer[keyFilter]
 	// pending holds the hit counts that enqueueHits answered and the
 	// writer has not committed yet, so a lookup counts them at once.
 	pendingMu sync.Mutex
 	pending   map[pendingHit]int64
 	// Pebble makes a committed batch visible before its sync returns.
-	// committing is the number of the commit the writer is in (set before
-	// it starts), synced the last whose commit returned, and syncedCh is
-	// closed when synced moves on (then replaced): enqueueHits waits with
-	// them until what it read is on disk.
-	committing, synced atomic.Uint64
-	syncedCh           atomic.Pointer[chan struct{}]
-	inflightCh         chan inflight // applied groups, from the writer to the syncer
+	// unsynced names the dedup records of the commits whose sync has not
+	// returned, synced is the number of the last commit that returned, and
+	// syncedCh is closed when synced moves on (then replaced): enqueueHits
+	// waits with them until what it read is on disk.
+	unsynced   unsyncedRecords
+	synced     atomic.Uint64
+	syncedCh   atomic.Pointer[chan struct{}]
+	inflightCh chan inflight // applied groups, from the writer to the syncer
 
 	// The acknowledgement mark (ackmark.go): acked is the count the last
 	// committed batch carries, marked the one the mark file holds.
 	ack           *ackMark
-	acked, marked ackCount // writer-only after Open
+	acked, marked ackCount // acked under writeMu, marked under answerMu, after Open
 
 	recovery   store.Recovery   // what Open replayed and found damaged
 	migrations store.Migrations // what Open's migrate applied

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
 )
 
 // writeOp is one write submitted to the writer goroutine: an enqueue batch
@@ -59,6 +60,9 @@ func (s *Store) submitOp(ctx context.Context, op *writeOp) error {
 		return store.ErrClosed
 	default:
 	}
+	if s.commitNow(op) {
+		return op.err
+	}
 	select {
 	case s.ops <- op:
 	case <-s.stop:
@@ -74,12 +78,46 @@ func (s *Store) submitOp(ctx context.Context, op *writeOp) error {
 	}
 }
 
-// writer is the only goroutine that writes. It is started by Open and stops
-// when Close closes s.stop, after committing every operation already queued.
-// It applies each group and hands it to the syncer without waiting for the
-// group's WAL sync, so the next group is decided while the disk syncs the
-// last one (Pebble's log writer folds the syncs queued meanwhile into one);
-// the syncer answers the groups in order, each once its sync has returned.
+// commitNow commits op on the caller's goroutine when no group is being
+// applied and none waits: it applies op as a group of its own, waits for
+// the WAL sync and answers, so the answer leaves one sync after the call,
+// without the hand-offs to the writer goroutine and the syncer and back
+// (on one producer's keyed enqueues, about a quarter of the call). It
+// returns false, having done nothing, when the writer is busy: op then
+// joins the writer's next group, so concurrent writes still share a sync.
+func (s *Store) commitNow(op *writeOp) bool {
+	if len(s.ops) > 0 || !s.writeMu.TryLock() {
+		return false
+	}
+	if len(s.ops) > 0 {
+		s.writeMu.Unlock()
+		return false
+	}
+	// Close waits for this (s.mu) before it closes the database.
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		s.writeMu.Unlock()
+		op.err = store.ErrClosed
+		return true
+	}
+	fs := s.commit([]*writeOp{op})
+	s.afterCommit()
+	s.writeMu.Unlock()
+	for _, f := range fs {
+		s.answer(f)
+	}
+	return true
+}
+
+// writer applies the groups of operations that arrive while another write
+// is being applied (commitNow commits on the caller's goroutine otherwise).
+// It is started by Open and stops when Close closes s.stop, after
+// committing every operation already queued. It applies each group and
+// hands it to the syncer without waiting for the group's WAL sync, so the
+// next group is decided while the disk syncs the last one (Pebble's log
+// writer folds the syncs queued meanwhile into one); the syncer answers the
+// groups in order, each once its sync has returned.
 func (s *Store) writer() {
 	defer close(s.inflightCh)
 	for {
@@ -90,7 +128,12 @@ func (s *Store) writer() {
 			for {
 				select {
 				case op := <-s.ops:
-					s.commit([]*writeOp{op})
+					s.writeMu.Lock()
+					fs := s.commit([]*writeOp{op})
+					s.writeMu.Unlock()
+					for _, f := range fs {
+						s.inflightCh <- f
+					}
 				default:
 					return
 				}
@@ -107,10 +150,21 @@ func (s *Store) writer() {
 				break drain
 			}
 		}
-		s.commit(group)
-		if s.filter.Load().full() {
-			s.rebuildFilter()
+		s.writeMu.Lock()
+		fs := s.commit(group)
+		s.afterCommit()
+		s.writeMu.Unlock()
+		for _, f := range fs {
+			s.inflightCh <- f
 		}
+	}
+}
+
+// afterCommit replaces a key filter that a commit filled. The caller holds
+// writeMu.
+func (s *Store) afterCommit() {
+	if s.filter.Load().full() {
+		s.rebuildFilter()
 	}
 }
 
@@ -139,32 +193,31 @@ type inflight struct {
 	released map[string]int
 }
 
-// commit applies group in one batch and hands it to the syncer. If the
-// group fails with a storage error its batch is dropped and each operation
-// runs again in a batch of its own, so one bad operation cannot fail its
-// neighbours.
-func (s *Store) commit(group []*writeOp) {
+// commit applies group in one batch and returns it in flight, to be
+// answered (answer) in the order returned. If the group fails with a
+// storage error its batch is dropped and each operation runs again in a
+// batch of its own, so one bad operation cannot fail its neighbours. The
+// caller holds writeMu.
+func (s *Store) commit(group []*writeOp) []inflight {
 	start := time.Now()
 	if err := s.failure(); err != nil {
 		for _, op := range group {
 			op.err = err
 		}
-		s.inflightCh <- inflight{group: group, count: s.acked, start: start}
-		return
+		return []inflight{{group: group, count: s.acked, start: start}}
 	}
 	f, err := s.runGroup(group)
 	if err == nil {
 		f.start = start
-		s.inflightCh <- f
-		return
+		return []inflight{f}
 	}
 	if len(group) == 1 {
 		if group[0].err == nil {
 			group[0].err = err
 		}
-		s.inflightCh <- inflight{group: group, count: s.acked, start: start}
-		return
+		return []inflight{{group: group, count: s.acked, start: start}}
 	}
+	fs := make([]inflight, 0, len(group))
 	for _, op := range group {
 		f, err := s.runGroup([]*writeOp{op})
 		if err != nil {
@@ -172,64 +225,81 @@ func (s *Store) commit(group []*writeOp) {
 			f = inflight{group: []*writeOp{op}, count: s.acked}
 		}
 		f.start = start
-		s.inflightCh <- f
+		fs = append(fs, f)
 	}
+	return fs
 }
 
-// syncer answers the applied groups in order: it waits for each one's WAL
-// sync, records it in the acknowledgement mark (ackmark.go), and answers
-// every operation of it. It exits once the writer has stopped and every
-// group is answered, and then closes s.stopped.
+// syncer answers the groups the writer applied, in order. It exits once
+// the writer has stopped and every group is answered, and then closes
+// s.stopped.
 func (s *Store) syncer() {
 	defer close(s.stopped)
 	for f := range s.inflightCh {
-		var err error
-		if f.b != nil {
-			if serr := f.b.SyncWait(); serr != nil {
-				s.fail(serr)
-			}
-			f.b.Close()
-			s.markSynced(f.commit)
+		s.answer(f)
+	}
+}
+
+// answer waits for f's WAL sync, records it in the acknowledgement mark
+// (ackmark.go), and answers every operation of f. The syncer and commitNow
+// answer groups concurrently: a group whose sync has returned is durable
+// with every group committed before it (one log, synced in order), and the
+// mark only moves forward.
+func (s *Store) answer(f inflight) {
+	var err error
+	if f.b != nil {
+		if serr := f.b.SyncWait(); serr != nil {
+			s.fail(serr)
 		}
-		// After a failed sync no group is answered as done, with a batch
-		// or without: one that wrote nothing may have read what the failed
-		// commit wrote (a dedup hit on the job it created), which is in
-		// memory and will not be on disk.
-		if ferr := s.failure(); ferr != nil {
-			err = ferr
+		f.b.Close()
+	} else if s.synced.Load() < f.count.commits {
+		// A group that wrote nothing may have read what the commits before
+		// it wrote: it is answered once they are on disk.
+		err = s.awaitSynced(context.Background(), f.count.commits)
+	}
+	s.answerMu.Lock()
+	if f.b != nil {
+		s.markSynced(f.commit)
+	}
+	// After a failed sync no group is answered as done, with a batch or
+	// without: one that wrote nothing may have read what the failed commit
+	// wrote (a dedup hit on the job it created), which is in memory and
+	// will not be on disk.
+	if ferr := s.failure(); ferr != nil {
+		err = ferr
+	}
+	if err == nil && f.count.commits > s.marked.commits {
+		// Every operation of the group is answered only once the mark
+		// holds its commit.
+		if err = s.ack.write(f.count); err != nil {
+			err = fmt.Errorf("pebble: record the acknowledgement in %s: %w; the write may be committed: retry it with its idempotency key", AckMarkFile, err)
+		} else {
+			s.marked = f.count
 		}
-		if err == nil && f.count != s.marked {
-			// Every operation of the group is answered only once the mark
-			// holds its commit.
-			if err = s.ack.write(f.count); err != nil {
-				err = fmt.Errorf("pebble: record the acknowledgement in %s: %w; the write may be committed: retry it with its idempotency key", AckMarkFile, err)
-			} else {
-				s.marked = f.count
-			}
+	}
+	s.answerMu.Unlock()
+	jobs := 0
+	for _, op := range f.group {
+		if op.err == nil {
+			op.err = err
 		}
-		jobs := 0
-		for _, op := range f.group {
-			if op.err == nil {
-				op.err = err
-			}
-			jobs += op.jobs()
+		jobs += op.jobs()
+	}
+	if s.opts.OnCommit != nil {
+		s.opts.OnCommit(len(f.group), jobs, time.Since(f.start))
+	}
+	if err == nil && f.b != nil && s.opts.OnKeyReleased != nil {
+		for queue, n := range f.released {
+			s.opts.OnKeyReleased(queue, n)
 		}
-		if s.opts.OnCommit != nil {
-			s.opts.OnCommit(len(f.group), jobs, time.Since(f.start))
+	}
+	for _, op := range f.group {
+		if op.hits != nil { // not committed: dropped
+			s.pendingMu.Lock()
+			s.settleHits(op)
+			s.pendingMu.Unlock()
 		}
-		if err == nil && f.b != nil && s.opts.OnKeyReleased != nil {
-			for queue, n := range f.released {
-				s.opts.OnKeyReleased(queue, n)
-			}
-		}
-		for _, op := range f.group {
-			if op.hits != nil { // not committed: dropped
-				s.pendingMu.Lock()
-				s.settleHits(op)
-				s.pendingMu.Unlock()
-			}
-			close(op.done)
-		}
+		close(op.done)
 	}
 }
 
@@ -301,7 +371,7 @@ func (s *Store) runGroup(ops []*writeOp) (inflight, error) {
 		if withHits {
 			s.pendingMu.Lock()
 		}
-		s.committing.Store(next.commits)
+		s.unsynced.add(next.commits, t.created)
 		err := s.db.ApplyNoSyncWait(t.b, pebble.Sync)
 		if withHits {
 			if err == nil {
@@ -345,7 +415,7 @@ func created(ops []*writeOp) int {
 
 // cursors holds, for each index read from its head, a key before which the
 // index has no live entry: the walk starts there instead of stepping over
-// the tombstones of the entries taken before. Only the writer touches it.
+// the tombstones of the entries taken before. Touched under writeMu only.
 type cursors map[string][]byte
 
 // tx is one group's batch as the operations see it.
@@ -358,6 +428,8 @@ type tx struct {
 	// released counts, by queue, the dedup records releaseKey deleted in
 	// the batch; nil until it deletes one.
 	released map[string]int
+	// created names the dedup records the batch creates (unsynced).
+	created []storerule.Key
 	// horizon is the dedup horizon as this group's operations see it: the
 	// store's, raised by a sweep of the group; it becomes the store's once
 	// the group is applied.
