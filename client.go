@@ -172,6 +172,9 @@ func NewClient(ctx context.Context, addr string, cfg Config) (*Client, error) {
 			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
+		// Fixed flow-control windows: no bandwidth-probing PING and
+		// WINDOW_UPDATE frames with each answer (see the server's).
+		grpc.WithInitialWindowSize(maxMessageBytes), grpc.WithInitialConnWindowSize(maxMessageBytes),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)))...)
 	if err != nil {
 		return nil, fmt.Errorf("sepp: connect to %s: %w", addr, err)

@@ -162,7 +162,12 @@ func New(opts Options) (*Server, error) {
 		grpc.Creds(splitCreds{}), // the splitter does the TLS handshake (tls.go)
 		// Handshake, idle and ping timeouts of [limits] (connlimit.go).
 		grpc.ConnectionTimeout(s.cfg.Limits.HeaderTimeout()), grpcKeepalive(s.cfg.Limits.ConnectionLimits), grpcEnforcement,
-		grpc.MaxConcurrentStreams(uint32(s.cfg.Limits.StreamsPerConnection())))
+		grpc.MaxConcurrentStreams(uint32(s.cfg.Limits.StreamsPerConnection())),
+		// Fixed flow-control windows, as large as a request may be: gRPC
+		// then sends no bandwidth-probing PING and WINDOW_UPDATE with each
+		// message, writes and wake-ups that cost a small call more than
+		// its bytes do.
+		grpc.InitialWindowSize(grpcStreamWindow), grpc.InitialConnWindowSize(grpcConnWindow))
 	// Sepp's unary methods read their frames themselves (frames.go).
 	framed := framedRegistrar{grpc: s.grpc, codec: newGRPCCodec(counts), limits: s.requestLimits, interceptor: s.grpcInterceptor}
 	seppv1.RegisterJobServiceServer(framed, jobs)
@@ -225,6 +230,14 @@ func New(opts Options) (*Server, error) {
 // healthCheckEvery is how often the server probes its store for the health
 // check.
 const healthCheckEvery = 5 * time.Second
+
+// The gRPC flow-control windows: a stream's is a large batch's size several
+// times over, the connection's several streams'. Fixed windows turn off
+// grpc-go's bandwidth estimation (grpc.InitialWindowSize).
+const (
+	grpcStreamWindow = 4 << 20
+	grpcConnWindow   = 16 << 20
+)
 
 // healthLoop reports NOT_SERVING while the store cannot be read, so a load
 // balancer takes a node that lost its database out of rotation. It stops at
