@@ -47,7 +47,9 @@ type Options struct {
 	// CacheSize is the block cache in bytes. Default 32 MiB (Pebble's own is
 	// 8 MiB): Reserve reads the jobs at the head of each queue, and on a
 	// store that has processed 1,000,000 jobs the profile put most of its
-	// time in reading index and data blocks again.
+	// time in reading index and data blocks again. Pebble charges its
+	// memtables to the cache it is given, so Open gives it this much more
+	// than two memtables (memtableCharge).
 	CacheSize int64
 	// OnCommit, if set, is called after every group commit, once it is answered,
 	// with the number of operations and jobs it carried and its duration.
@@ -68,6 +70,14 @@ type Options struct {
 	// operating system's. Tests set one that fails writes on demand.
 	FS vfs.FS
 }
+
+// memtableCharge is how many memtables' worth Open adds to the block cache.
+// Pebble reserves each memtable's size in the cache it is given, so a cache
+// no larger than one memtable held no block at all once the memtable had
+// grown to its full size: every Reserve read its jobs from the files again
+// (a W3 run: 206,517 block reads, 0 hits). One memtable is written while the
+// one before it is flushed.
+const memtableCharge = 2
 
 // Store is the Pebble backend. Create it with Open.
 type Store struct {
@@ -212,7 +222,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		scan.torn = "" // the newest log was set aside with the rest
 	}
 	logger := &replayLogger{}
-	cache := pebble.NewCache(opts.CacheSize)
+	cache := pebble.NewCache(opts.CacheSize + memtableCharge*int64(opts.MemTableSize))
 	defer cache.Unref() // the database holds its own reference
 	po := &pebble.Options{
 		MemTableSize: opts.MemTableSize,
