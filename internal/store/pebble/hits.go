@@ -2,6 +2,7 @@ package pebble
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -120,46 +121,60 @@ func (s *Store) awaitSynced(ctx context.Context, n uint64) error {
 	}
 }
 
-// pendingCount is a hit count on its way to the writer.
-type pendingCount struct {
-	h pendingHit
-	n int64
-}
-
-// addHits counts n hits on a record as pending and hands the increment to
-// the writer, without waiting for its commit.
+// addHits counts n hits on a record as pending and, unless a flush is
+// already on its way, hands the writer one operation that commits every
+// count pending when it runs: one write per record hit since the last
+// flush, not one per hit, and none of it on the path of the hit's answer.
 func (s *Store) addHits(h pendingHit, n int64) {
 	s.pendingMu.Lock()
 	s.pending[h] += n
 	s.pendingMu.Unlock()
-	op := &writeOp{done: make(chan struct{}), hits: &pendingCount{h, n}, apply: func(t *tx) error {
-		d, err := getDedup(t.b, h.queue, h.key)
-		if err != nil || d == nil || d.JobID != h.job {
-			return err // released, swept or replaced since: nothing to count
+	if s.hitFlushQueued.Swap(true) {
+		return // the queued flush takes this count too
+	}
+	op := &writeOp{done: make(chan struct{})}
+	op.apply = func(t *tx) error {
+		// A hit from now on queues the next flush. That flush joins a later
+		// group than this one (the writer forms a group before applying
+		// it), so it never adds this one's counts a second time: it takes
+		// what is pending after this one's commit settled them.
+		s.hitFlushQueued.Store(false)
+		s.pendingMu.Lock()
+		op.hits = maps.Clone(s.pending)
+		s.pendingMu.Unlock()
+		for h, n := range op.hits {
+			d, err := getDedup(t.b, h.queue, h.key)
+			if err != nil {
+				return err
+			}
+			if d == nil || d.JobID != h.job {
+				continue // released, swept or replaced since: nothing to count
+			}
+			d.Hits += n
+			if err := t.set(dedupKey(h.queue, h.key), encodeDedup(d)); err != nil {
+				return err
+			}
 		}
-		d.Hits += n
-		return t.set(dedupKey(h.queue, h.key), encodeDedup(d))
-	}}
+		return nil
+	}
 	select {
 	case s.ops <- op:
 	case <-s.stop:
 		s.pendingMu.Lock()
-		s.settleHits(op) // closing: the count is dropped
+		clear(s.pending) // closing: the counts are dropped
 		s.pendingMu.Unlock()
 	}
 }
 
-// settleHits removes op's count, if any, from pending: it was committed or
-// dropped. The caller holds pendingMu.
+// settleHits removes the counts op committed, if any, from pending: they
+// were committed or dropped. The caller holds pendingMu.
 func (s *Store) settleHits(op *writeOp) {
-	c := op.hits
-	if c == nil {
-		return
+	for h, n := range op.hits {
+		if s.pending[h] -= n; s.pending[h] <= 0 {
+			delete(s.pending, h)
+		}
 	}
 	op.hits = nil
-	if s.pending[c.h] -= c.n; s.pending[c.h] <= 0 {
-		delete(s.pending, c.h)
-	}
 }
 
 // lookupPending runs read, which reads a record, and adds the hits pending

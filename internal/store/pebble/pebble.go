@@ -120,6 +120,9 @@ type Store struct {
 	// writer has not committed yet, so a lookup counts them at once.
 	pendingMu sync.Mutex
 	pending   map[pendingHit]int64
+	// hitFlushQueued is set while an operation that commits the pending
+	// counts waits for the writer (addHits).
+	hitFlushQueued atomic.Bool
 	// Pebble makes a committed batch visible before its sync returns.
 	// unsynced names the dedup records of the commits whose sync has not
 	// returned, synced is the number of the last commit that returned, and

@@ -25,9 +25,9 @@ type writeOp struct {
 	enqueue *enqueueOp
 	err     error
 	done    chan struct{}
-	// hits, if set, is the pending hit count this operation commits
-	// (hits.go); it is settled when its batch commits, or dropped.
-	hits *pendingCount
+	// hits, if set, are the pending hit counts this operation commits
+	// (hits.go); they are settled when its batch commits, or dropped.
+	hits map[pendingHit]int64
 }
 
 func (op *writeOp) jobs() int {
