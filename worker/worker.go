@@ -25,6 +25,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sepp-dev/sepp"
@@ -51,6 +52,15 @@ type Config struct {
 	// Lease is how long each job is leased; the runtime extends it while
 	// the handler runs. Default 0: the queue's lease_ms.
 	Lease time.Duration
+	// Prefetch is how many jobs the runtime holds reserved beyond those
+	// running, so that a handler that returns finds its next job waiting
+	// and Reserve takes many jobs at a time. It reserves again once at
+	// least Prefetch slots (running and waiting) are free. A waiting job's
+	// lease is kept alive like a running one's. Default: Concurrency.
+	// Negative: none; each Reserve asks for the free slots only, the
+	// choice for jobs that run for minutes, so that no job waits behind
+	// a long one while another worker is idle.
+	Prefetch int
 	// Wait is how long one Reserve call waits for a job (long poll).
 	// Default 10 s.
 	Wait time.Duration
@@ -72,6 +82,12 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Concurrency <= 0 {
 		c.Concurrency = 10
+	}
+	switch {
+	case c.Prefetch == 0:
+		c.Prefetch = c.Concurrency
+	case c.Prefetch < 0:
+		c.Prefetch = 0
 	}
 	if c.Wait <= 0 {
 		c.Wait = 10 * time.Second
@@ -140,9 +156,16 @@ func (w *Worker) handler(jobType string) Handler {
 }
 
 // Run reserves and runs jobs until ctx ends, then shuts down gracefully: it
-// stops reserving, lets running handlers finish within ShutdownTimeout, then
-// cancels the rest (their jobs are delivered again once their leases end). It
-// returns nil after a graceful shutdown.
+// stops reserving, lets running handlers, and the jobs already reserved for
+// them, finish within ShutdownTimeout, then cancels the rest (their jobs
+// are delivered again once their leases end). It returns nil after a
+// graceful shutdown.
+//
+// Concurrency handlers take jobs from a queue of reserved ones; the
+// reserving loop keeps it filled up to Concurrency + Prefetch, one Reserve
+// in flight, and each outcome is reported beside the next job (completions
+// of many handlers in one CompleteBatch), as NATS JetStream's Consume keeps
+// pulls and acks in flight.
 func (w *Worker) Run(ctx context.Context) error {
 	if len(w.cfg.Queues) == 0 {
 		return errors.New("worker: Config.Queues is empty: name the queues to work on")
@@ -150,35 +173,45 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Handlers run under jobCtx, which outlives ctx by ShutdownTimeout.
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelJobs()
-	slots := make(chan struct{}, w.cfg.Concurrency)
-	var running sync.WaitGroup
 	log := w.cfg.Logger.With("worker_id", w.cfg.WorkerID)
-	log.Info("worker started", "queues", w.cfg.Queues, "concurrency", w.cfg.Concurrency)
+	log.Info("worker started", "queues", w.cfg.Queues, "concurrency", w.cfg.Concurrency, "prefetch", w.cfg.Prefetch)
+
+	capacity := int64(w.cfg.Concurrency + w.cfg.Prefetch)
+	// Reserve again once this many slots are free: with Prefetch, in
+	// batches of at least Prefetch jobs; without, as soon as one is.
+	batch := int64(max(1, w.cfg.Prefetch))
+	ready := make(chan *delivery, capacity)
+	var outstanding atomic.Int64 // reserved, not yet finished by a handler
+	freed := make(chan struct{}, 1)
+	var running sync.WaitGroup // handlers, and the reports of their outcomes
+	for range w.cfg.Concurrency {
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			for d := range ready {
+				w.run(jobCtx, d, &running, func() {
+					outstanding.Add(-1)
+					select {
+					case freed <- struct{}{}:
+					default:
+					}
+				})
+			}
+		}()
+	}
 
 	for ctx.Err() == nil {
-		// Wait for at least one free slot, then ask for as many jobs as
-		// there are free slots.
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
+		free := capacity - outstanding.Load()
+		if free < batch {
+			select {
+			case <-freed:
+			case <-ctx.Done():
+			}
 			continue
 		}
-		free := 1
-		for free < min(w.cfg.Concurrency, maxReserve) {
-			select {
-			case slots <- struct{}{}:
-				free++
-				continue
-			default:
-			}
-			break
-		}
 		jobs, err := w.client.Reserve(ctx, sepp.ReserveRequest{
-			Queues: w.cfg.Queues, WorkerID: w.cfg.WorkerID, MaxJobs: free, Lease: w.cfg.Lease, Wait: w.cfg.Wait,
+			Queues: w.cfg.Queues, WorkerID: w.cfg.WorkerID, MaxJobs: int(min(free, maxReserve)), Lease: w.cfg.Lease, Wait: w.cfg.Wait,
 		})
-		for range free - len(jobs) {
-			<-slots
-		}
 		if err != nil {
 			if ctx.Err() == nil {
 				log.Warn("reserve failed; retrying", "err", err)
@@ -186,17 +219,12 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
+		outstanding.Add(int64(len(jobs)))
 		for _, r := range jobs {
-			running.Add(1)
-			go func() {
-				defer running.Done()
-				// The slot frees when the handler returns: reporting the
-				// outcome (durably, batched with others) runs beside the
-				// next job.
-				w.run(jobCtx, log, r, func() { <-slots })
-			}()
+			ready <- w.deliver(jobCtx, log, r) // never blocks: outstanding <= capacity
 		}
 	}
+	close(ready)
 
 	done := make(chan struct{})
 	go func() {
@@ -219,37 +247,61 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// run runs one reserved job and reports its outcome. It calls handlerDone
-// when the handler has returned.
-func (w *Worker) run(ctx context.Context, log *slog.Logger, r sepp.Reservation, handlerDone func()) {
+// delivery is a reserved job, from its reservation until its outcome is
+// reported.
+type delivery struct {
+	job  *Job
+	log  *slog.Logger
+	keep *leaseKeeper
+}
+
+// deliver starts keeping r's lease alive, at once: a job may wait for a
+// handler.
+func (w *Worker) deliver(ctx context.Context, log *slog.Logger, r sepp.Reservation) *delivery {
 	job := &Job{Job: r.Job, Attempt: r.Attempt, LeaseToken: r.LeaseToken}
 	log = log.With("job_id", job.ID, "job_type", job.JobType, "queue", job.Queue, "attempt", job.Attempt)
-	hctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	// Keep the lease alive while the handler runs: extend it by its own
-	// length every third of it.
 	lease := r.Lease // as the server granted it
 	if lease <= 0 {
 		lease = max(time.Until(r.LeaseExpiresAt), 100*time.Millisecond)
 	}
-	extending := make(chan struct{})
-	go func() {
-		defer close(extending)
-		w.extend(hctx, log, job, lease, cancel)
-	}()
+	return &delivery{job: job, log: log, keep: w.keepLease(ctx, log, job, lease)}
+}
 
-	result, err := w.call(hctx, job)
+// run runs one delivered job and has its outcome reported beside the next
+// job (the report is counted in reports). It calls handlerDone when the
+// handler has returned, or when the job is not run.
+func (w *Worker) run(ctx context.Context, d *delivery, reports *sync.WaitGroup, handlerDone func()) {
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if ctx.Err() != nil || !d.keep.running(cancel) {
+		// Shut down, or its lease was lost while it waited: not run, and
+		// delivered again (to this worker or another) after its lease.
+		d.keep.stop()
+		handlerDone()
+		return
+	}
+	result, err := w.call(hctx, d.job)
 	handlerDone()
 	cancel()
-	<-extending
+	d.keep.stop()
 	if err != nil && ctx.Err() != nil {
 		// Cut short by the shutdown timeout: report nothing, so the job is
 		// delivered again once its lease ends, without spending an attempt
 		// on a failure that was not the job's.
-		log.Warn("job cut short by shutdown; it will be delivered again after its lease", "err", err)
+		d.log.Warn("job cut short by shutdown; it will be delivered again after its lease", "err", err)
 		return
 	}
+	reports.Add(1)
+	go func() {
+		defer reports.Done()
+		w.report(ctx, d, result, err)
+	}()
+}
+
+// report reports a handler's outcome: a completion (durably, batched with
+// others), or a failure.
+func (w *Worker) report(ctx context.Context, d *delivery, result []byte, err error) {
+	job, log := d.job, d.log
 	// Report with a context of its own: the handler's is done by now, and
 	// the report must still reach the server during a graceful shutdown.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -272,8 +324,8 @@ func (w *Worker) run(ctx context.Context, log *slog.Logger, r sepp.Reservation, 
 		// Another delivery is running this job's effect (effect.Raise):
 		// come back soon, when it has finished, rather than after the
 		// queue's backoff.
-		d := effectRetryDelay
-		opts.RetryAfter = &d
+		after := effectRetryDelay
+		opts.RetryAfter = &after
 	}
 	res, ferr := w.client.Fail(rctx, job.ID, job.LeaseToken, err.Error(), opts)
 	if ferr != nil {
@@ -301,30 +353,79 @@ func (w *Worker) call(ctx context.Context, job *Job) (result []byte, err error) 
 	return h(ctx, job)
 }
 
-// extend renews the job's lease every third of its length until ctx ends.
-// If the lease is lost, it cancels the handler through stop.
-func (w *Worker) extend(ctx context.Context, log *slog.Logger, job *Job, lease time.Duration, stop func()) {
-	every := max(lease/3, 10*time.Millisecond)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if _, err := w.client.ExtendLease(ctx, job.ID, job.LeaseToken, lease); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			if errors.Is(err, sepp.ErrLeaseLost) {
-				log.Warn("lease lost: cancelling the handler; the job belongs to another delivery now")
-				stop()
-				return
-			}
-			log.Warn("lease extension failed; will retry", "err", err)
-		}
+// leaseKeeper renews one job's lease every third of its length, from its
+// reservation until its handler returns. If the lease is lost it cancels
+// the handler, or, before the handler has started, keeps it from starting.
+type leaseKeeper struct {
+	w     *Worker
+	log   *slog.Logger
+	job   *Job
+	lease time.Duration
+	every time.Duration
+	ctx   context.Context // the extensions'; ended by stop
+	end   context.CancelFunc
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+	lost    bool
+	cancel  context.CancelFunc // the handler's, once it runs
+	busy    sync.WaitGroup     // an extension in flight
+}
+
+func (w *Worker) keepLease(ctx context.Context, log *slog.Logger, job *Job, lease time.Duration) *leaseKeeper {
+	k := &leaseKeeper{w: w, log: log, job: job, lease: lease, every: max(lease/3, 10*time.Millisecond)}
+	k.ctx, k.end = context.WithCancel(ctx)
+	k.mu.Lock()
+	k.timer = time.AfterFunc(k.every, k.extend)
+	k.mu.Unlock()
+	return k
+}
+
+func (k *leaseKeeper) extend() {
+	k.mu.Lock()
+	if k.stopped {
+		k.mu.Unlock()
+		return
 	}
+	k.busy.Add(1)
+	k.mu.Unlock()
+	defer k.busy.Done()
+	_, err := k.w.client.ExtendLease(k.ctx, k.job.ID, k.job.LeaseToken, k.lease)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case k.stopped || k.ctx.Err() != nil:
+		return
+	case errors.Is(err, sepp.ErrLeaseLost):
+		k.log.Warn("lease lost: cancelling the handler; the job belongs to another delivery now")
+		k.lost = true
+		if k.cancel != nil {
+			k.cancel()
+		}
+		return
+	case err != nil:
+		k.log.Warn("lease extension failed; will retry", "err", err)
+	}
+	k.timer.Reset(k.every)
+}
+
+// running records the handler's cancel; false if the lease is lost.
+func (k *leaseKeeper) running(cancel context.CancelFunc) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.cancel = cancel
+	return !k.lost
+}
+
+// stop ends the renewals and waits for one in flight.
+func (k *leaseKeeper) stop() {
+	k.mu.Lock()
+	k.stopped = true
+	k.timer.Stop()
+	k.mu.Unlock()
+	k.end()
+	k.busy.Wait()
 }
 
 func sleep(ctx context.Context, d time.Duration) {

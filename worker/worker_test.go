@@ -342,3 +342,40 @@ func TestEffectInProgressRetriesSoon(t *testing.T) {
 		t.Fatalf("handler ran %d times", runs.Load())
 	}
 }
+
+func TestPrefetchedJobKeepsItsLease(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t, "[[queues]]\nname = \"q\"\nlease_ms = 300\n")
+	ctx := context.Background()
+	var ids []string
+	for range 2 {
+		ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "slow"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, ack.JobID)
+	}
+	// One handler, one job reserved ahead: the second job waits three of
+	// its leases for the first.
+	w := worker.New(c, worker.Config{Queues: []string{"q"}, Concurrency: 1, Prefetch: 1, Wait: 50 * time.Millisecond, Logger: quiet})
+	var ran atomic.Int32
+	w.Handle("slow", func(ctx context.Context, j *worker.Job) ([]byte, error) {
+		ran.Add(1)
+		select {
+		case <-time.After(900 * time.Millisecond):
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	runWorker(t, w)
+	for _, id := range ids {
+		waitFor(t, "both slow jobs to complete", func() bool { return job(t, c, id).State == sepp.JobStateCompleted })
+		if j := job(t, c, id); j.Attempts != 1 {
+			t.Fatalf("job %s was delivered %d times: its lease ended while it waited", id, j.Attempts)
+		}
+	}
+	if n := ran.Load(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2", n)
+	}
+}
