@@ -209,6 +209,9 @@ type cell struct {
 	stored   int
 	failed   bool
 	text     string
+	// cpuPerCall is the server process's CPU time (user and system) over
+	// the workload divided by its calls, for Sepp (0: not measured).
+	cpuPerCall time.Duration
 }
 
 var workloads = []workload{
@@ -216,7 +219,17 @@ var workloads = []workload{
 		return enqueueLoad(ctx, inst, uniqueKeys(n(2000)), 1, n(2000))
 	}},
 	{"W1", "W1 32 producers, 100,000 unique keyed enqueues", func(ctx context.Context, inst instance) *cell {
-		return enqueueLoad(ctx, inst, uniqueKeys(n(100_000)), 32, n(100_000))
+		si, ok := inst.(*seppInstance)
+		if !ok {
+			return enqueueLoad(ctx, inst, uniqueKeys(n(100_000)), 32, n(100_000))
+		}
+		before := processCPU(si.pid)
+		c := enqueueLoad(ctx, inst, uniqueKeys(n(100_000)), 32, n(100_000))
+		if !c.failed {
+			c.cpuPerCall = (processCPU(si.pid) - before) / time.Duration(n(100_000))
+			c.text += fmt.Sprintf(", server CPU %.1f µs/call", float64(c.cpuPerCall)/float64(time.Microsecond))
+		}
+		return c
 	}},
 	{"W2", "W2 32 producers, 100,000 enqueues over 20,000 keys x5", func(ctx context.Context, inst instance) *cell {
 		k := n(20_000)
@@ -615,6 +628,25 @@ func runW6(ctx context.Context, backend string) (sweepRow, error) {
 	sw.withSweep = c.rate
 	sw.expiredDuringRun = q0.DedupRecords - q1.DedupRecords
 	return sw, nil
+}
+
+// processCPU is the user and system CPU time process pid has used, from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s).
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from after it.
+	rest := string(b[strings.LastIndexByte(string(b), ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	var utime, stime int64
+	fmt.Sscanf(f[11], "%d", &utime)
+	fmt.Sscanf(f[12], "%d", &stime)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func vmRSS(pid int) int64 {

@@ -55,7 +55,7 @@ func report(systems []*system, res *results, mem []memRow, sweep []sweepRow, age
 	p("**W4** 100,000 keyed jobs through the batch API, batches of 100 and of 1,000, 4 concurrent producers (Sepp `EnqueueBatch`, River `InsertMany`; Asynq and NATS have none). ")
 	p("Dedup: Sepp idempotency key (24 h window); River `UniqueOpts{ByArgs, ByPeriod: 24h}` on the key field; Asynq `TaskID(key)`, `ErrTaskIDConflict` is a hit; ")
 	p("NATS file-backed work-queue stream with a 24 h duplicates window, `Nats-Msg-Id` = key, synchronous `js.Publish`. ")
-	p("W3 consumers: Sepp `worker.Worker` (Concurrency 32); River one queue with MaxWorkers 32, FetchCooldown 5 ms and FetchPollInterval 50 ms ")
+	p("W3 consumers: Sepp `worker.Worker` (Concurrency 32, Prefetch its default of 32); River one queue with MaxWorkers 32, FetchCooldown 5 ms and FetchPollInterval 50 ms ")
 	p("(River's default 100 ms cooldown caps 32 workers at about 320 jobs/s); Asynq `Server` with Concurrency 32; ")
 	p("NATS one durable pull consumer (explicit ack, MaxAckPending %s) consumed through the `jetstream` package by 32 `Consume` calls, ", commas(32*natsPullMax))
 	p("each keeping up to %d messages requested (`PullMaxMessages`, the package's default), a no-op handler, then `msg.Ack()`; ", natsPullMax)
@@ -127,6 +127,12 @@ func report(systems []*system, res *results, mem []memRow, sweep []sweepRow, age
 			return fmt.Sprintf("%.2f×", a/b)
 		}
 		p("| %s | %s | %s | %s | %s | %s |\n", id, name(sb), name(cb), ratio(sv, cv), name(ab), ratio(sv, av))
+	}
+
+	for _, s := range systems {
+		if c := res.rows[s.name]["W1"]; c != nil && c.cpuPerCall > 0 {
+			p("\n**Server CPU per keyed enqueue at W1 (%s):** %.1f µs: the `sepp serve` process's user and system CPU time over W1 (from `/proc/PID/stat`) divided by its %s calls; the Go client's CPU is not in it.\n", s.name, float64(c.cpuPerCall)/float64(time.Microsecond), commas(n(100_000)))
+		}
 	}
 
 	if len(aged) > 0 {
