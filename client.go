@@ -48,7 +48,10 @@ type Config struct {
 	DisableBatching bool
 	// MaxInFlight bounds the coalesced EnqueueBatch RPCs in flight at once.
 	// Calls wait only while all of them are busy. Two keep the server's
-	// writer busy while the next batch travels. Default 2.
+	// writer busy while the next batch travels. Default 2. Enqueues of a
+	// (queue, key) this client recently had acked travel apart, in RPCs of
+	// their own with their own MaxInFlight slots, so up to twice as many
+	// RPCs may be in flight.
 	MaxInFlight int
 	// MaxBatchSize bounds the jobs of one coalesced EnqueueBatch RPC. Keep it
 	// at or below the server's max_batch_size. Default 1000.
