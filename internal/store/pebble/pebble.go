@@ -2,10 +2,11 @@
 // in a data directory, every commit synced to its write-ahead log before it
 // returns.
 //
-// All writes go through one writer goroutine that decides dedup and commits
-// the operations that arrived together in one batch (group commit): N
-// concurrent enqueues cost one sync, and each caller is answered only after
-// it. Reads go to the database directly and run in parallel with the
+// A write on an idle store is committed on the caller's goroutine
+// (commitNow); writes that arrive while one is being applied go to one
+// writer goroutine that decides dedup and commits the operations that
+// arrived together in one batch (group commit): N concurrent enqueues cost
+// one sync, and each caller is answered only after it. Reads go to the database directly and run in parallel with the
 // writer. The rules (job preparation, the dedup decision, leases, retention)
 // are package storerule's; this package is the key layout (keys.go) and the
 // batches.
