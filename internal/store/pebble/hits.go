@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -122,9 +123,9 @@ func (s *Store) awaitSynced(ctx context.Context, n uint64) error {
 }
 
 // addHits counts n hits on a record as pending and, unless a flush is
-// already on its way, hands the writer one operation that commits every
-// count pending when it runs: one write per record hit since the last
-// flush, not one per hit, and none of it on the path of the hit's answer.
+// already on its way, schedules one (flushHits): one write per record hit
+// since the last flush, not one per hit, and none of it on the path of the
+// hit's answer.
 func (s *Store) addHits(h pendingHit, n int64) {
 	s.pendingMu.Lock()
 	s.pending[h] += n
@@ -132,6 +133,34 @@ func (s *Store) addHits(h pendingHit, n int64) {
 	if s.hitFlushQueued.Swap(true) {
 		return // the queued flush takes this count too
 	}
+	// A little later: a flush is a commit, and a WAL sync, of its own when
+	// it finds the writer idle; retries answered without a commit would
+	// otherwise queue one flush each.
+	time.AfterFunc(hitFlushDelay, s.flushHits)
+}
+
+// hitFlushDelay is how long hit counts wait in pending before a flush
+// commits them: at most one flush per this long, and a crash loses at most
+// the counts of this long (the counts are statistics; every job and record
+// a hit answered with is on disk).
+const hitFlushDelay = 100 * time.Millisecond
+
+// flushHits hands the writer an operation that commits every count pending
+// when it runs.
+func (s *Store) flushHits() {
+	op := s.hitFlush()
+	select {
+	case s.ops <- op:
+	case <-s.stop:
+		s.pendingMu.Lock()
+		clear(s.pending) // closed: Close flushed what was pending then
+		s.pendingMu.Unlock()
+	}
+}
+
+// hitFlush is an operation that commits every hit count pending when it
+// runs.
+func (s *Store) hitFlush() *writeOp {
 	op := &writeOp{done: make(chan struct{})}
 	op.apply = func(t *tx) error {
 		// A hit from now on queues the next flush. That flush joins a later
@@ -157,13 +186,7 @@ func (s *Store) addHits(h pendingHit, n int64) {
 		}
 		return nil
 	}
-	select {
-	case s.ops <- op:
-	case <-s.stop:
-		s.pendingMu.Lock()
-		clear(s.pending) // closing: the counts are dropped
-		s.pendingMu.Unlock()
-	}
+	return op
 }
 
 // settleHits removes the counts op committed, if any, from pending: they

@@ -405,6 +405,10 @@ func SchemaKey() []byte { return append([]byte(nil), schemaKey...) }
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		// The hit counts still pending, committed with the rest.
+		if s.failure() == nil && s.hitFlushQueued.Load() {
+			_ = s.submitOp(context.Background(), s.hitFlush())
+		}
 		close(s.stop)
 		<-s.stopped
 		s.mu.Lock()
