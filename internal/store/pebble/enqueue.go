@@ -172,7 +172,7 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 		// name that is not stored (a batch that failed), never the reverse.
 		s.filter.Load().add(dedupName(k.Queue, k.Key))
 		t.created = append(t.created, k)
-		if err := t.set(dedupKey(k.Queue, k.Key), encodeDedup(&d)); err != nil {
+		if err := t.putDedup(k, &d); err != nil {
 			return err
 		}
 		if err := t.setIndex([]byte{kindDedupExp}, dedupExpKey(e.ExpiresAt, k.Queue, k.Key), nil); err != nil {
@@ -184,7 +184,7 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 			continue
 		}
 		d := dedupRecord{Record: e.Record, Hits: stored[k].Hits + e.Hits}
-		if err := t.set(dedupKey(k.Queue, k.Key), encodeDedup(&d)); err != nil {
+		if err := t.putDedup(k, &d); err != nil {
 			return err
 		}
 	}

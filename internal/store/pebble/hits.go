@@ -55,6 +55,10 @@ func (s *Store) enqueueHits(ctx context.Context, op *enqueueOp) (bool, error) {
 			if err != nil {
 				return
 			}
+			if r, ok := s.recent.get(k); ok {
+				g.Records[k] = &storerule.Entry{Record: r, Stored: true}
+				return
+			}
 			var d *dedupRecord
 			if d, err = getDedup(db, k.Queue, k.Key); err == nil && d != nil {
 				g.Records[k] = &storerule.Entry{Record: d.Record, Stored: true}
@@ -180,7 +184,7 @@ func (s *Store) hitFlush() *writeOp {
 				continue // released, swept or replaced since: nothing to count
 			}
 			d.Hits += n
-			if err := t.set(dedupKey(h.queue, h.key), encodeDedup(d)); err != nil {
+			if err := t.putDedup(storerule.Key{Queue: h.queue, Key: h.key}, d); err != nil {
 				return err
 			}
 		}

@@ -108,7 +108,7 @@ func (s *Store) ReleaseDedup(ctx context.Context, p *store.ReleaseDedupParams) (
 		if d == nil {
 			return logicalError{store.ErrDedupNotFound}
 		}
-		if err := t.del(dedupKey(p.Queue, p.Key)); err != nil {
+		if err := t.delDedup(storerule.Key{Queue: p.Queue, Key: p.Key}); err != nil {
 			return err
 		}
 		if err := t.del(dedupExpKey(d.ExpiresAt, p.Queue, p.Key)); err != nil {
@@ -190,7 +190,7 @@ func sweepDedup(t *tx, now int64, limit int) (int, error) {
 		// The expiry entry of a record that was replaced or released is
 		// deleted with it; check anyway, and delete only what expired.
 		if d != nil && !d.Live(cut) {
-			if err := t.del(dedupKey(queue, key)); err != nil {
+			if err := t.delDedup(storerule.Key{Queue: queue, Key: key}); err != nil {
 				return false, err
 			}
 			n++

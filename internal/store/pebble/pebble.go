@@ -129,7 +129,9 @@ type Store struct {
 	// returned, synced is the number of the last commit that returned, and
 	// syncedCh is closed when synced moves on (then replaced): enqueueHits
 	// waits with them until what it read is on disk.
-	unsynced   unsyncedRecords
+	unsynced unsyncedRecords
+	// recent holds the dedup records the latest commits wrote (recent.go).
+	recent     recentRecords
 	synced     atomic.Uint64
 	syncedCh   atomic.Pointer[chan struct{}]
 	inflightCh chan inflight // applied groups, from the writer to the syncer

@@ -1,5 +1,7 @@
 package pebble
 
+import "github.com/sepp-dev/sepp/internal/store/storerule"
+
 // releaseKey deletes, in t, the dedup record of r, which has just reached
 // its final state, when the job's release_key_on names that state and the
 // record still names the job: a record that a newer job took over after
@@ -13,7 +15,7 @@ func releaseKey(t *tx, r *record) error {
 	if err != nil || d == nil || d.JobID != r.ID {
 		return err
 	}
-	if err := t.del(dedupKey(r.Queue, key)); err != nil {
+	if err := t.delDedup(storerule.Key{Queue: r.Queue, Key: key}); err != nil {
 		return err
 	}
 	if err := t.del(dedupExpKey(d.ExpiresAt, r.Queue, key)); err != nil {

@@ -385,6 +385,7 @@ func (s *Store) runGroup(ops []*writeOp) (inflight, error) {
 			s.markSynced(next.commits)
 			return inflight{}, fmt.Errorf("pebble: commit: %w", err)
 		}
+		s.recent.put(t.cached)
 		s.acked = next
 		f.b, f.commit, keep = t.b, next.commits, true
 		f.released = t.released
@@ -430,6 +431,9 @@ type tx struct {
 	released map[string]int
 	// created names the dedup records the batch creates (unsynced).
 	created []storerule.Key
+	// cached holds the dedup records the batch writes, for the cache of
+	// recent records once the batch is applied (dedupCache).
+	cached map[storerule.Key]storerule.Record
 	// horizon is the dedup horizon as this group's operations see it: the
 	// store's, raised by a sweep of the group; it becomes the store's once
 	// the group is applied.
@@ -439,6 +443,25 @@ type tx struct {
 func (t *tx) set(key, value []byte) error { return t.b.Set(key, value, nil) }
 
 func (t *tx) del(key []byte) error { return t.b.Delete(key, nil) }
+
+// putDedup writes the dedup record of k; the cache of recent records takes
+// it once the batch is applied.
+func (t *tx) putDedup(k storerule.Key, d *dedupRecord) error {
+	if t.cached == nil {
+		t.cached = map[storerule.Key]storerule.Record{}
+	}
+	t.cached[k] = d.Record
+	return t.set(dedupKey(k.Queue, k.Key), encodeDedup(d))
+}
+
+// delDedup deletes the dedup record of k, and drops it from the cache of
+// recent records at once: until the batch is applied a hit read from disk
+// still finds it, and is answered as before the deletion.
+func (t *tx) delDedup(k storerule.Key) error {
+	delete(t.cached, k)
+	t.s.recent.drop(k)
+	return t.del(dedupKey(k.Queue, k.Key))
+}
 
 // setIndex adds an entry to the index whose cursor is named prefix, moving
 // the cursor back if the entry lies before it.
