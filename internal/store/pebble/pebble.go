@@ -45,14 +45,15 @@ type Options struct {
 	// runs: 31,680 and 30,995 against 30,234 and 28,295 calls/s) and a
 	// server holding 1,000,000 keys at 113 MiB RSS instead of 170 (W5).
 	MemTableSize uint64
-	// CacheSize is the block cache in bytes. Default 16 MiB (Pebble's own is
-	// 8 MiB): Reserve reads the jobs at the head of each queue, a few to a
-	// block, and a block read from disk for the first of them serves the
-	// rest (W3, 50,000 jobs: 20,658 jobs/s with 16 MiB); more holds the
-	// blocks a filter rebuild reads, and a server holding 1,000,000 keys
-	// (W5) grew from 141 to 203 MiB RSS with 32 MiB. Pebble charges its
-	// memtables to the cache it is given, so Open gives it this much more
-	// than two memtables (memtableCharge).
+	// CacheSize is the block cache in bytes. Default 8 MiB, Pebble's own:
+	// Reserve reads the jobs at the head of each queue, a few to a block,
+	// and a block read from disk for the first of them serves the rest (W3,
+	// 50,000 jobs: 21,079 jobs/s with 8 MiB, 20,658 with 16); more only holds
+	// more of the blocks a filter rebuild reads, and costs resident memory: a
+	// server holding 1,000,000 keys (W5) measured 133-147 MiB RSS with 8 MiB,
+	// 142-161 with 16 and 141-203 with 32. Pebble charges its memtables to
+	// the cache it is given, so Open gives it this much more than two
+	// memtables (memtableCharge).
 	CacheSize int64
 	// OnCommit, if set, is called after every group commit, once it is answered,
 	// with the number of operations and jobs it carried and its duration.
@@ -171,7 +172,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		opts.MemTableSize = 32 << 20
 	}
 	if opts.CacheSize <= 0 {
-		opts.CacheSize = 16 << 20
+		opts.CacheSize = 8 << 20
 	}
 	// A directory the SQLite store wrote is not opened as a new, empty
 	// Pebble store beside it.
