@@ -69,7 +69,9 @@ type Config struct {
 	// transport error. Unkeyed enqueues are never resent, since a resend
 	// could create a duplicate. Complete, CompleteBatch, Fail and
 	// CompleteEffect are resent as often: the server answers a repeat of a
-	// committed call with success. Default 5; -1 turns retries off.
+	// committed call with success. Default 5; -1 turns retries off. Each
+	// resend waits a random delay below a ceiling that doubles from 50 ms to
+	// 2 s (full jitter), the policy every Sepp client shares.
 	EnqueueRetries int
 	// RPCTimeout bounds each RPC the client sends on behalf of coalesced
 	// calls. Default 30 s.
@@ -110,7 +112,7 @@ func (c Config) withDefaults() Config {
 		c.MaxIdempotencyKeyBytes = 256
 	}
 	if c.EnqueueRetries == 0 {
-		c.EnqueueRetries = 5
+		c.EnqueueRetries = defaultRetries
 	}
 	if c.RPCTimeout <= 0 {
 		c.RPCTimeout = 30 * time.Second
@@ -317,6 +319,10 @@ type Ack struct {
 	// "debounce", the original, still waiting, took this request's payload,
 	// headers, priority and run-at.
 	Replaced bool `json:"replaced,omitempty"`
+	// IdempotencyKey is the key the enqueue was judged by: the request's, or
+	// the one the server derived from the payload on a queue with
+	// key_fields; empty for an enqueue without a key.
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
 // Enqueue enqueues one job.
@@ -370,9 +376,8 @@ func (c *Client) shouldRetry(ctx context.Context, keyed bool, err error, attempt
 	if !keyed || !retryable(err) || attempt >= c.cfg.EnqueueRetries {
 		return false
 	}
-	d := time.Duration(25<<min(attempt, 6)) * time.Millisecond
 	select {
-	case <-time.After(d):
+	case <-time.After(jitteredRetryDelay(attempt)):
 		return true
 	case <-ctx.Done():
 		return false
@@ -501,7 +506,7 @@ func checkKey(k string, max int) error {
 }
 
 func ackFromProto(r *seppv1.EnqueueResponse) *Ack {
-	a := &Ack{JobID: r.GetJobId(), Deduplicated: r.GetDeduplicated(), PayloadMismatch: r.GetPayloadMismatch(), Replaced: r.GetReplaced()}
+	a := &Ack{JobID: r.GetJobId(), Deduplicated: r.GetDeduplicated(), PayloadMismatch: r.GetPayloadMismatch(), Replaced: r.GetReplaced(), IdempotencyKey: r.GetIdempotencyKey()}
 	if r.OriginalEnqueuedAt != nil {
 		a.OriginalEnqueuedAt = r.OriginalEnqueuedAt.AsTime()
 	}

@@ -3,6 +3,7 @@ package sepp
 import (
 	"context"
 	"errors"
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"strconv"
 	"strings"
 
@@ -11,7 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Sentinel errors, one per reason the server can give. Compare with errors.Is:
+// Sentinel errors, one per reason the server can give (the values of the
+// proto enum sepp.v1.Reason, less the two only webhooks answer with). Compare with errors.Is:
 //
 //	if errors.Is(err, sepp.ErrIdempotencyKeyTooLong) { ... }
 //
@@ -19,53 +21,53 @@ import (
 var (
 	// ErrIdempotencyKeyTooLong: the key is longer than the server's
 	// max_idempotency_key_bytes (256 by default), counted in bytes.
-	ErrIdempotencyKeyTooLong = errors.New("IDEMPOTENCY_KEY_TOO_LONG")
+	ErrIdempotencyKeyTooLong = errors.New(seppv1.Reason_IDEMPOTENCY_KEY_TOO_LONG.String())
 	// ErrIdempotencyKeyEmpty: a key was sent but is empty.
-	ErrIdempotencyKeyEmpty = errors.New("IDEMPOTENCY_KEY_EMPTY")
+	ErrIdempotencyKeyEmpty = errors.New(seppv1.Reason_IDEMPOTENCY_KEY_EMPTY.String())
 	// ErrIdempotencyKeyConflict: the key is recorded with a different job
 	// type or payload on a queue with key_reuse = "reject_mismatch".
-	ErrIdempotencyKeyConflict = errors.New("IDEMPOTENCY_KEY_CONFLICT")
+	ErrIdempotencyKeyConflict = errors.New(seppv1.Reason_IDEMPOTENCY_KEY_CONFLICT.String())
 	// ErrIdempotencyKeyRequired: the queue has require_key = true and the
 	// job has no key, given or derived.
-	ErrIdempotencyKeyRequired = errors.New("IDEMPOTENCY_KEY_REQUIRED")
+	ErrIdempotencyKeyRequired = errors.New(seppv1.Reason_IDEMPOTENCY_KEY_REQUIRED.String())
 	// ErrDuplicateJob: the key is already recorded on a queue with
 	// on_duplicate = "reject"; Error.Metadata["job_id"] names the original
 	// (of a single enqueue and of a batch item alike).
-	ErrDuplicateJob = errors.New("DUPLICATE_JOB")
+	ErrDuplicateJob = errors.New(seppv1.Reason_DUPLICATE_JOB.String())
 	// ErrDedupRuleViolated: a [[queues.rules]] rule matched a job enqueued
 	// on the queue within the rule's window; Error.Metadata has "rule",
 	// "job_id" and "frees_at".
-	ErrDedupRuleViolated = errors.New("DEDUP_RULE_VIOLATED")
+	ErrDedupRuleViolated = errors.New(seppv1.Reason_DEDUP_RULE_VIOLATED.String())
 	// ErrUnknownQueue: the queue is not declared and the server is strict.
-	ErrUnknownQueue = errors.New("UNKNOWN_QUEUE")
+	ErrUnknownQueue = errors.New(seppv1.Reason_UNKNOWN_QUEUE.String())
 	// ErrUnknownJobType: the queue's job_types do not include the job type.
-	ErrUnknownJobType = errors.New("UNKNOWN_JOB_TYPE")
+	ErrUnknownJobType = errors.New(seppv1.Reason_UNKNOWN_JOB_TYPE.String())
 	// ErrPayloadTooLarge: the payload exceeds max_payload_bytes.
-	ErrPayloadTooLarge = errors.New("PAYLOAD_TOO_LARGE")
+	ErrPayloadTooLarge = errors.New(seppv1.Reason_PAYLOAD_TOO_LARGE.String())
 	// ErrBatchTooLarge: the batch has more jobs than max_batch_size.
-	ErrBatchTooLarge = errors.New("BATCH_TOO_LARGE")
+	ErrBatchTooLarge = errors.New(seppv1.Reason_BATCH_TOO_LARGE.String())
 	// ErrInvalidField: another field is malformed; the message names it.
-	ErrInvalidField = errors.New("INVALID_FIELD")
+	ErrInvalidField = errors.New(seppv1.Reason_INVALID_FIELD.String())
 	// ErrJobNotFound: no job has this id (or it was deleted by retention).
-	ErrJobNotFound = errors.New("JOB_NOT_FOUND")
+	ErrJobNotFound = errors.New(seppv1.Reason_JOB_NOT_FOUND.String())
 	// ErrLeaseLost: the lease token no longer holds the job's lease.
-	ErrLeaseLost = errors.New("LEASE_LOST")
+	ErrLeaseLost = errors.New(seppv1.Reason_LEASE_LOST.String())
 	// ErrEffectInProgress: another worker holds the effect.
-	ErrEffectInProgress = errors.New("EFFECT_IN_PROGRESS")
+	ErrEffectInProgress = errors.New(seppv1.Reason_EFFECT_IN_PROGRESS.String())
 	// ErrUnauthenticated: the server has [auth] on and the call carried no
 	// token, or one that matches none (Config.Token, SEPP_TOKEN).
-	ErrUnauthenticated = errors.New("UNAUTHENTICATED")
+	ErrUnauthenticated = errors.New(seppv1.Reason_UNAUTHENTICATED.String())
 	// ErrPermissionDenied: the token's roles or queues do not cover this
 	// call; the message names what is missing.
-	ErrPermissionDenied = errors.New("PERMISSION_DENIED")
+	ErrPermissionDenied = errors.New(seppv1.Reason_PERMISSION_DENIED.String())
 	// ErrLimitExceeded: a server limit was hit (queues per reserve, long
 	// polls, connections); the message names the config key.
-	ErrLimitExceeded = errors.New("LIMIT_EXCEEDED")
+	ErrLimitExceeded = errors.New(seppv1.Reason_LIMIT_EXCEEDED.String())
 	// ErrUnavailable: the server could not be reached, or did not answer in
 	// time. A keyed enqueue is safe to retry with the same key.
-	ErrUnavailable = errors.New("UNAVAILABLE")
+	ErrUnavailable = errors.New(seppv1.Reason_UNAVAILABLE.String())
 	// ErrInternal: the server failed; the message says why.
-	ErrInternal = errors.New("INTERNAL")
+	ErrInternal = errors.New(seppv1.Reason_INTERNAL.String())
 )
 
 var sentinels = map[string]error{}

@@ -136,6 +136,9 @@ type KeyLookup struct {
 	// Policy is the queue's dedup policy where it is not the default, such
 	// as `on_duplicate=reject`; empty for the default.
 	Policy string `json:"policy,omitempty"`
+	// IdempotencyKey is the key looked up: the one given, or the one the
+	// server derived from the payload given (LookupIdempotencyKeyByPayload).
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
 // LookupIdempotencyKey answers "was this already enqueued, and what became of
@@ -144,11 +147,22 @@ func (c *Client) LookupIdempotencyKey(ctx context.Context, queue, key string) (*
 	if err := checkKey(key, lookupKeyLimit(c.cfg.MaxIdempotencyKeyBytes)); err != nil {
 		return nil, err
 	}
-	res, err := c.jobs.LookupIdempotencyKey(ctx, &seppv1.LookupIdempotencyKeyRequest{Queue: queue, IdempotencyKey: key})
+	return c.lookup(ctx, &seppv1.LookupIdempotencyKeyRequest{Queue: queue, IdempotencyKey: key})
+}
+
+// LookupIdempotencyKeyByPayload is LookupIdempotencyKey for the key a queue
+// with key_fields derives from payload: the server derives it as an enqueue
+// of payload would, and KeyLookup.IdempotencyKey says which it was.
+func (c *Client) LookupIdempotencyKeyByPayload(ctx context.Context, queue string, payload []byte) (*KeyLookup, error) {
+	return c.lookup(ctx, &seppv1.LookupIdempotencyKeyRequest{Queue: queue, Payload: payload})
+}
+
+func (c *Client) lookup(ctx context.Context, req *seppv1.LookupIdempotencyKeyRequest) (*KeyLookup, error) {
+	res, err := c.jobs.LookupIdempotencyKey(ctx, req)
 	if err != nil {
 		return nil, fromRPC(ctx, err)
 	}
-	l := &KeyLookup{Found: res.GetFound()}
+	l := &KeyLookup{Found: res.GetFound(), IdempotencyKey: res.GetIdempotencyKey()}
 	if !l.Found {
 		return l, nil
 	}
@@ -174,4 +188,15 @@ func (c *Client) ReleaseIdempotencyKey(ctx context.Context, queue, key string) (
 		return false, "", fromRPC(ctx, err)
 	}
 	return res.GetReleased(), res.GetJobId(), nil
+}
+
+// ReleaseIdempotencyKeyByPayload is ReleaseIdempotencyKey for the key a
+// queue with key_fields derives from payload, derived by the server; it
+// also returns that key.
+func (c *Client) ReleaseIdempotencyKeyByPayload(ctx context.Context, queue string, payload []byte) (released bool, jobID, key string, err error) {
+	res, err := c.jobs.ReleaseIdempotencyKey(ctx, &seppv1.ReleaseIdempotencyKeyRequest{Queue: queue, Payload: payload})
+	if err != nil {
+		return false, "", "", fromRPC(ctx, err)
+	}
+	return res.GetReleased(), res.GetJobId(), res.GetIdempotencyKey(), nil
 }

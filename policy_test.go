@@ -125,6 +125,53 @@ func TestKeyFields(t *testing.T) {
 	}
 }
 
+// TestServerSaysTheKey: the ack names the key an enqueue was judged by,
+// given or derived, and a lookup or release may give the payload in place
+// of the key on a queue with key_fields: a client needs no copy of the
+// derivation.
+func TestServerSaysTheKey(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{Config: policyConfig})
+	c := connect(t, srv, sepp.Config{})
+	ctx := context.Background()
+	payload := []byte(`{"amount": 100, "account": "acc-123"}`)
+	ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "transfers", JobType: "move", Payload: payload})
+	if err != nil || ack.IdempotencyKey != `["acc-123",100]` {
+		t.Fatalf("derived: %+v %v", ack, err)
+	}
+	given, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "payments", JobType: "charge", IdempotencyKey: sepp.Key("pay-7")})
+	if err != nil || given.IdempotencyKey != "pay-7" {
+		t.Fatalf("given: %+v %v", given, err)
+	}
+	none, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "plain", JobType: "x"})
+	if err != nil || none.IdempotencyKey != "" {
+		t.Fatalf("unkeyed: %+v %v", none, err)
+	}
+	// Fields in another order and another note: the same key.
+	l, err := c.LookupIdempotencyKeyByPayload(ctx, "transfers", []byte(`{"note":"n","account":"acc-123","amount":100}`))
+	if err != nil || !l.Found || l.JobID != ack.JobID || l.IdempotencyKey != ack.IdempotencyKey {
+		t.Fatalf("lookup by payload: %+v %v", l, err)
+	}
+	if l, err := c.LookupIdempotencyKey(ctx, "payments", "pay-7"); err != nil || l.IdempotencyKey != "pay-7" {
+		t.Fatalf("lookup by key: %+v %v", l, err)
+	}
+	// Refused: a queue without key_fields, and a payload without the fields.
+	var se *sepp.Error
+	if _, err := c.LookupIdempotencyKeyByPayload(ctx, "payments", payload); !errors.Is(err, sepp.ErrInvalidField) || !errors.As(err, &se) || se.Metadata["queue"] != "payments" {
+		t.Fatalf("payload on a queue without key_fields: %v", err)
+	}
+	if _, _, _, err := c.ReleaseIdempotencyKeyByPayload(ctx, "transfers", []byte(`{"account":"acc-123"}`)); !errors.Is(err, sepp.ErrInvalidField) || !errors.As(err, &se) || se.Metadata["pointer"] != "/amount" {
+		t.Fatalf("payload without /amount: %v", err)
+	}
+	released, jobID, key, err := c.ReleaseIdempotencyKeyByPayload(ctx, "transfers", payload)
+	if err != nil || !released || jobID != ack.JobID || key != ack.IdempotencyKey {
+		t.Fatalf("release by payload: %v %q %q %v", released, jobID, key, err)
+	}
+	if l, err := c.LookupIdempotencyKeyByPayload(ctx, "transfers", payload); err != nil || l.Found || l.IdempotencyKey != ack.IdempotencyKey {
+		t.Fatalf("after release: %+v %v", l, err)
+	}
+}
+
 // TestOnDuplicateReplaceAndDebounce: through the API, a hit on a replacing
 // queue says replaced and the waiting job takes the new payload; on a
 // debouncing queue the job's run-at moves with each hit, up to the longest

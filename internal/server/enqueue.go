@@ -53,7 +53,7 @@ func (j *jobService) Enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*
 	if r.Err != nil {
 		return nil, r.Err
 	}
-	return ackOf(&r), nil
+	return ackOf(&job, &r), nil
 }
 
 func (j *jobService) EnqueueBatch(ctx context.Context, req *seppv1.EnqueueBatchRequest) (*seppv1.EnqueueBatchResponse, error) {
@@ -92,7 +92,7 @@ func (j *jobService) EnqueueBatch(ctx context.Context, req *seppv1.EnqueueBatchR
 				results[index[k]] = itemError(toAPIError(res[k].Err))
 				continue
 			}
-			results[index[k]] = &seppv1.EnqueueBatchResult{Outcome: &seppv1.EnqueueBatchResult_Ack{Ack: ackOf(&res[k])}}
+			results[index[k]] = &seppv1.EnqueueBatchResult{Outcome: &seppv1.EnqueueBatchResult_Ack{Ack: ackOf(&jobs[k], &res[k])}}
 		}
 	}
 	return &seppv1.EnqueueBatchResponse{Results: results}, nil
@@ -111,8 +111,12 @@ func itemError(e *apiError) *seppv1.EnqueueBatchResult {
 	}}}
 }
 
-func ackOf(r *store.EnqueueResult) *seppv1.EnqueueResponse {
+// ackOf builds the ack of job's enqueue, naming the key it was judged by.
+func ackOf(job *store.EnqueueJob, r *store.EnqueueResult) *seppv1.EnqueueResponse {
 	ack := &seppv1.EnqueueResponse{JobId: formatJobID(r.JobID), Deduplicated: r.Deduplicated, PayloadMismatch: r.PayloadMismatch, Replaced: r.Replaced}
+	if job.IdempotencyKey != nil {
+		ack.IdempotencyKey = *job.IdempotencyKey
+	}
 	if !r.ExpiresAt.IsZero() {
 		ack.DedupExpiresAt = timestamppb.New(r.ExpiresAt)
 	}
@@ -393,11 +397,30 @@ func (s *Server) checkQueue(queue string) *apiError {
 const contentKeyBytes = 64
 
 // lookupKey validates the (queue, key) pair of a lookup or release.
-func (s *Server) lookupKey(queue, key string) *apiError {
+// The key is the request's, or, when it gives a payload instead, the key
+// the queue's key_fields derive from it, as an enqueue of that payload's
+// would be: a client needs no copy of the derivation.
+func (s *Server) lookupKey(queue, key string, payload []byte) (string, *apiError) {
 	if aerr := s.checkQueue(queue); aerr != nil {
-		return aerr
+		return "", aerr
 	}
-	return s.checkKeyLen(key, max(s.cfg.Storage.MaxIdempotencyKeyBytes, contentKeyBytes))
+	if len(payload) > 0 {
+		if key != "" {
+			return "", invalidField("payload", "give the idempotency key or the payload to derive it from, not both")
+		}
+		fields := s.cfg.Queue(queue).KeyFields
+		if len(fields) == 0 {
+			e := invalidField("payload", "queue %q has no key_fields to derive a key from a payload: send the idempotency key itself", queue)
+			e.metadata["queue"] = queue
+			return "", e
+		}
+		k, aerr := deriveKey(payload, fields, "")
+		if aerr != nil {
+			return "", aerr
+		}
+		key = k
+	}
+	return key, s.checkKeyLen(key, max(s.cfg.Storage.MaxIdempotencyKeyBytes, contentKeyBytes))
 }
 
 func formatJobID(id store.JobID) string {

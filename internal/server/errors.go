@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"strconv"
 	"time"
 
@@ -18,32 +19,33 @@ import (
 // ErrorDomain is the ErrorInfo domain of every Sepp error.
 const ErrorDomain = "sepp.dev"
 
-// The stable reasons, each documented in docs/errors.md. Clients switch on
-// these; never rename one.
-const (
-	ReasonIdempotencyKeyTooLong  = "IDEMPOTENCY_KEY_TOO_LONG"
-	ReasonIdempotencyKeyEmpty    = "IDEMPOTENCY_KEY_EMPTY"
-	ReasonIdempotencyKeyConflict = "IDEMPOTENCY_KEY_CONFLICT"
-	ReasonIdempotencyKeyRequired = "IDEMPOTENCY_KEY_REQUIRED"
-	ReasonDuplicateJob           = "DUPLICATE_JOB"
-	ReasonDedupRuleViolated      = "DEDUP_RULE_VIOLATED"
-	ReasonUnknownQueue           = "UNKNOWN_QUEUE"
-	ReasonUnknownJobType         = "UNKNOWN_JOB_TYPE"
-	ReasonPayloadTooLarge        = "PAYLOAD_TOO_LARGE"
-	ReasonBatchTooLarge          = "BATCH_TOO_LARGE"
-	ReasonInvalidField           = "INVALID_FIELD"
-	ReasonJobNotFound            = "JOB_NOT_FOUND"
-	ReasonLeaseLost              = "LEASE_LOST"
-	ReasonEffectInProgress       = "EFFECT_IN_PROGRESS"
-	ReasonUnauthenticated        = "UNAUTHENTICATED"
-	ReasonPermissionDenied       = "PERMISSION_DENIED"
-	ReasonLimitExceeded          = "LIMIT_EXCEEDED"
+// The stable reasons, each documented in docs/errors.md: the names of the
+// proto enum sepp.v1.Reason (proto/sepp/v1/reason.proto), the one list every
+// client's is generated from. Clients switch on these; never rename one.
+var (
+	ReasonIdempotencyKeyTooLong  = seppv1.Reason_IDEMPOTENCY_KEY_TOO_LONG.String()
+	ReasonIdempotencyKeyEmpty    = seppv1.Reason_IDEMPOTENCY_KEY_EMPTY.String()
+	ReasonIdempotencyKeyConflict = seppv1.Reason_IDEMPOTENCY_KEY_CONFLICT.String()
+	ReasonIdempotencyKeyRequired = seppv1.Reason_IDEMPOTENCY_KEY_REQUIRED.String()
+	ReasonDuplicateJob           = seppv1.Reason_DUPLICATE_JOB.String()
+	ReasonDedupRuleViolated      = seppv1.Reason_DEDUP_RULE_VIOLATED.String()
+	ReasonUnknownQueue           = seppv1.Reason_UNKNOWN_QUEUE.String()
+	ReasonUnknownJobType         = seppv1.Reason_UNKNOWN_JOB_TYPE.String()
+	ReasonPayloadTooLarge        = seppv1.Reason_PAYLOAD_TOO_LARGE.String()
+	ReasonBatchTooLarge          = seppv1.Reason_BATCH_TOO_LARGE.String()
+	ReasonInvalidField           = seppv1.Reason_INVALID_FIELD.String()
+	ReasonJobNotFound            = seppv1.Reason_JOB_NOT_FOUND.String()
+	ReasonLeaseLost              = seppv1.Reason_LEASE_LOST.String()
+	ReasonEffectInProgress       = seppv1.Reason_EFFECT_IN_PROGRESS.String()
+	ReasonUnauthenticated        = seppv1.Reason_UNAUTHENTICATED.String()
+	ReasonPermissionDenied       = seppv1.Reason_PERMISSION_DENIED.String()
+	ReasonLimitExceeded          = seppv1.Reason_LIMIT_EXCEEDED.String()
 	// ReasonUnavailable: the server is shutting down or the request ran out
 	// of time before its write was acknowledged; retrying with the same key
 	// is safe.
-	ReasonUnavailable = "UNAVAILABLE"
+	ReasonUnavailable = seppv1.Reason_UNAVAILABLE.String()
 	// ReasonInternal: a bug or a storage failure; the message says which.
-	ReasonInternal = "INTERNAL"
+	ReasonInternal = seppv1.Reason_INTERNAL.String()
 )
 
 // apiError is an error bound for the wire: a Connect code, a stable reason,

@@ -42,12 +42,13 @@ func (j *jobService) CancelJob(ctx context.Context, req *seppv1.CancelJobRequest
 }
 
 func (j *jobService) LookupIdempotencyKey(ctx context.Context, req *seppv1.LookupIdempotencyKeyRequest) (*seppv1.LookupIdempotencyKeyResponse, error) {
-	if aerr := j.s.lookupKey(req.GetQueue(), req.GetIdempotencyKey()); aerr != nil {
+	key, aerr := j.s.lookupKey(req.GetQueue(), req.GetIdempotencyKey(), req.GetPayload())
+	if aerr != nil {
 		return nil, aerr
 	}
-	l, err := j.s.store.LookupDedup(ctx, &store.LookupDedupParams{Queue: req.GetQueue(), Key: req.GetIdempotencyKey(), Now: j.s.now()})
+	l, err := j.s.store.LookupDedup(ctx, &store.LookupDedupParams{Queue: req.GetQueue(), Key: key, Now: j.s.now()})
 	if errors.Is(err, store.ErrDedupNotFound) {
-		return &seppv1.LookupIdempotencyKeyResponse{Found: false}, nil
+		return &seppv1.LookupIdempotencyKeyResponse{Found: false, IdempotencyKey: key}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -61,22 +62,24 @@ func (j *jobService) LookupIdempotencyKey(ctx context.Context, req *seppv1.Looku
 		State:           seppv1.JobState(l.JobState),
 		Result:          l.Result,
 		Policy:          j.s.cfg.Queue(req.GetQueue()).DedupPolicy(),
+		IdempotencyKey:  key,
 	}, nil
 }
 
 func (j *jobService) ReleaseIdempotencyKey(ctx context.Context, req *seppv1.ReleaseIdempotencyKeyRequest) (*seppv1.ReleaseIdempotencyKeyResponse, error) {
-	if aerr := j.s.lookupKey(req.GetQueue(), req.GetIdempotencyKey()); aerr != nil {
+	key, aerr := j.s.lookupKey(req.GetQueue(), req.GetIdempotencyKey(), req.GetPayload())
+	if aerr != nil {
 		return nil, aerr
 	}
-	rec, err := j.s.store.ReleaseDedup(ctx, &store.ReleaseDedupParams{Queue: req.GetQueue(), Key: req.GetIdempotencyKey(), Now: j.s.now()})
+	rec, err := j.s.store.ReleaseDedup(ctx, &store.ReleaseDedupParams{Queue: req.GetQueue(), Key: key, Now: j.s.now()})
 	if errors.Is(err, store.ErrDedupNotFound) {
-		return &seppv1.ReleaseIdempotencyKeyResponse{Released: false}, nil
+		return &seppv1.ReleaseIdempotencyKeyResponse{Released: false, IdempotencyKey: key}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	j.s.log.Info("idempotency key released", "queue", rec.Queue, j.s.keyAttr(rec.Key), "job_id", formatJobID(rec.JobID))
-	return &seppv1.ReleaseIdempotencyKeyResponse{Released: true, JobId: formatJobID(rec.JobID)}, nil
+	return &seppv1.ReleaseIdempotencyKeyResponse{Released: true, JobId: formatJobID(rec.JobID), IdempotencyKey: key}, nil
 }
 
 // jobToProto converts a stored job; a scheduled job whose run-at has passed

@@ -31,13 +31,13 @@ import (
 // side of this file.
 
 // The reasons only webhooks answer with (the others are errors.go's).
-const (
+var (
 	// ReasonSignatureInvalid: the request's signature is missing, malformed,
 	// wrong, or (Stripe) its timestamp is outside the tolerance. Nothing was
 	// written.
-	ReasonSignatureInvalid = "SIGNATURE_INVALID"
+	ReasonSignatureInvalid = seppv1.Reason_SIGNATURE_INVALID.String()
 	// ReasonMethodNotAllowed: a webhook path answers POST only.
-	ReasonMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	ReasonMethodNotAllowed = seppv1.Reason_METHOD_NOT_ALLOWED.String()
 )
 
 // The signature headers of the fixed schemes.

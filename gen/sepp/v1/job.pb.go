@@ -373,9 +373,13 @@ type EnqueueResponse struct {
 	// On a hit on a queue with on_duplicate = "replace" or "debounce": the
 	// original job, still waiting, took this request's payload, headers,
 	// priority and run-at (debounce: its run-at moved).
-	Replaced      bool `protobuf:"varint,6,opt,name=replaced,proto3" json:"replaced,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Replaced bool `protobuf:"varint,6,opt,name=replaced,proto3" json:"replaced,omitempty"`
+	// The idempotency key this enqueue was judged by: the request's, or the
+	// one the server derived from the payload on a queue with key_fields.
+	// Empty for an enqueue without a key.
+	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *EnqueueResponse) Reset() {
@@ -448,6 +452,13 @@ func (x *EnqueueResponse) GetReplaced() bool {
 		return x.Replaced
 	}
 	return false
+}
+
+func (x *EnqueueResponse) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
 }
 
 type EnqueueBatchRequest struct {
@@ -880,11 +891,16 @@ func (x *CancelJobResponse) GetJob() *Job {
 }
 
 type LookupIdempotencyKeyRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Queue          string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	IdempotencyKey string                 `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// The key to look up; or leave it empty and give the payload.
+	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// On a queue with key_fields, in place of idempotency_key: the payload
+	// an enqueue would send; the server derives the key from it as an
+	// enqueue's would be.
+	Payload       []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LookupIdempotencyKeyRequest) Reset() {
@@ -931,6 +947,13 @@ func (x *LookupIdempotencyKeyRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *LookupIdempotencyKeyRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
 type LookupIdempotencyKeyResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// False when no live record exists (never enqueued, expired or released).
@@ -947,9 +970,11 @@ type LookupIdempotencyKeyResponse struct {
 	// The queue's dedup policy as it decides now, when it is not the
 	// default, e.g. `on_duplicate=reject key_fields=["/account","/amount"]`;
 	// empty for a queue with the default policy.
-	Policy        string `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Policy string `protobuf:"bytes,8,opt,name=policy,proto3" json:"policy,omitempty"`
+	// The key looked up: the request's, or the one derived from its payload.
+	IdempotencyKey string `protobuf:"bytes,9,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LookupIdempotencyKeyResponse) Reset() {
@@ -1038,12 +1063,23 @@ func (x *LookupIdempotencyKeyResponse) GetPolicy() string {
 	return ""
 }
 
+func (x *LookupIdempotencyKeyResponse) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 type ReleaseIdempotencyKeyRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Queue          string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	IdempotencyKey string                 `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// The key to release; or leave it empty and give the payload.
+	IdempotencyKey string `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// On a queue with key_fields, in place of idempotency_key: the payload
+	// an enqueue would send; the server derives the key from it.
+	Payload       []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReleaseIdempotencyKeyRequest) Reset() {
@@ -1090,14 +1126,23 @@ func (x *ReleaseIdempotencyKeyRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *ReleaseIdempotencyKeyRequest) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
 type ReleaseIdempotencyKeyResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// False when there was no live record to release.
 	Released bool `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
 	// The job the released record pointed to.
-	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	JobId string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// The key released: the request's, or the one derived from its payload.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReleaseIdempotencyKeyResponse) Reset() {
@@ -1144,6 +1189,13 @@ func (x *ReleaseIdempotencyKeyResponse) GetJobId() string {
 	return ""
 }
 
+func (x *ReleaseIdempotencyKeyResponse) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 var File_sepp_v1_job_proto protoreflect.FileDescriptor
 
 const file_sepp_v1_job_proto_rawDesc = "" +
@@ -1184,14 +1236,15 @@ const file_sepp_v1_job_proto_rawDesc = "" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
-	"\x10_idempotency_key\"\xa7\x02\n" +
+	"\x10_idempotency_key\"\xd0\x02\n" +
 	"\x0fEnqueueResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\"\n" +
 	"\fdeduplicated\x18\x02 \x01(\bR\fdeduplicated\x12)\n" +
 	"\x10payload_mismatch\x18\x03 \x01(\bR\x0fpayloadMismatch\x12L\n" +
 	"\x14original_enqueued_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x12originalEnqueuedAt\x12D\n" +
 	"\x10dedup_expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0ededupExpiresAt\x12\x1a\n" +
-	"\breplaced\x18\x06 \x01(\bR\breplaced\"Z\n" +
+	"\breplaced\x18\x06 \x01(\bR\breplaced\x12'\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\"Z\n" +
 	"\x13EnqueueBatchRequest\x12+\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x17.sepp.v1.EnqueueRequestR\x04jobs\x12\x16\n" +
 	"\x06atomic\x18\x02 \x01(\bR\x06atomic\"M\n" +
@@ -1216,10 +1269,11 @@ const file_sepp_v1_job_proto_rawDesc = "" +
 	"\x10CancelJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"3\n" +
 	"\x11CancelJobResponse\x12\x1e\n" +
-	"\x03job\x18\x01 \x01(\v2\f.sepp.v1.JobR\x03job\"\\\n" +
+	"\x03job\x18\x01 \x01(\v2\f.sepp.v1.JobR\x03job\"v\n" +
 	"\x1bLookupIdempotencyKeyRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12'\n" +
-	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"\xbb\x02\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\"\xe4\x02\n" +
 	"\x1cLookupIdempotencyKeyResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12F\n" +
@@ -1229,13 +1283,16 @@ const file_sepp_v1_job_proto_rawDesc = "" +
 	"\x04hits\x18\x05 \x01(\x03R\x04hits\x12'\n" +
 	"\x05state\x18\x06 \x01(\x0e2\x11.sepp.v1.JobStateR\x05state\x12\x16\n" +
 	"\x06result\x18\a \x01(\fR\x06result\x12\x16\n" +
-	"\x06policy\x18\b \x01(\tR\x06policy\"]\n" +
+	"\x06policy\x18\b \x01(\tR\x06policy\x12'\n" +
+	"\x0fidempotency_key\x18\t \x01(\tR\x0eidempotencyKey\"w\n" +
 	"\x1cReleaseIdempotencyKeyRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12'\n" +
-	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\"R\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\"{\n" +
 	"\x1dReleaseIdempotencyKeyResponse\x12\x1a\n" +
 	"\breleased\x18\x01 \x01(\bR\breleased\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId*\xcc\x01\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey*\xcc\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13JOB_STATE_SCHEDULED\x10\x01\x12\x17\n" +
