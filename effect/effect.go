@@ -31,7 +31,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/sepp-dev/sepp"
 )
@@ -92,7 +91,12 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-var unprotected = promauto.NewCounterVec(prometheus.CounterOpts{
+// UnprotectedRuns counts the runs of fn without a claim (FailOpen), by
+// scope, as sepp_effect_unprotected_total. The package registers it nowhere:
+// register it with the registry the application serves, once:
+//
+//	prometheus.MustRegister(effect.UnprotectedRuns)
+var UnprotectedRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "sepp_effect_unprotected_total",
 	Help: "Effects run without an effect key because the server could not be reached and FailOpen was set.",
 }, []string{"scope"})
@@ -129,7 +133,7 @@ func Do(ctx context.Context, c *sepp.Client, scope, key string, opts Options, fn
 			if opts.FailOpen && errors.Is(err, sepp.ErrUnavailable) && ctx.Err() == nil {
 				opts.Logger.Warn("effect server unreachable: running the effect UNPROTECTED (FailOpen)",
 					"scope", scope, "key", key, "err", err)
-				unprotected.WithLabelValues(scope).Inc()
+				UnprotectedRuns.WithLabelValues(scope).Inc()
 				v, ferr := fn(ctx)
 				if ferr != nil {
 					return nil, ferr

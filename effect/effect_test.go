@@ -198,12 +198,12 @@ func TestFailClosed(t *testing.T) {
 	if m.sent.Load() != 1 {
 		t.Fatal("the mailer ran with the server down")
 	}
-	before := testutil.ToFloat64(unprotected.WithLabelValues("mail.invoice"))
+	before := testutil.ToFloat64(UnprotectedRuns.WithLabelValues("mail.invoice"))
 	res, err := Do(ctx, c, "mail.invoice", "order-10.invoice", Options{FailOpen: true}, m.send(0))
 	if err != nil || !res.Unprotected || m.sent.Load() != 2 {
 		t.Fatalf("FailOpen: %+v %v, mails %d", res, err, m.sent.Load())
 	}
-	if after := testutil.ToFloat64(unprotected.WithLabelValues("mail.invoice")); after != before+1 {
+	if after := testutil.ToFloat64(UnprotectedRuns.WithLabelValues("mail.invoice")); after != before+1 {
 		t.Fatalf("sepp_effect_unprotected_total went from %v to %v", before, after)
 	}
 }

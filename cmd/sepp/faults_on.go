@@ -51,15 +51,7 @@ func init() {
 	case "":
 	case "ack-before-commit":
 		fmt.Fprintln(os.Stderr, "sepp: DELIBERATELY BROKEN BUILD (SEPP_FAULT_BROKEN=ack-before-commit): Complete answers before it commits")
-		wrapStoreForFaults = func(st store.Store) store.Store {
-			if n, ok := st.(store.Notifier); ok { // PostgreSQL's wake-ups across nodes
-				return struct {
-					ackEarly
-					store.Notifier
-				}{ackEarly{st}, n}
-			}
-			return ackEarly{st}
-		}
+		wrapStoreForFaults = func(st store.Store) store.Store { return ackEarly{st} }
 	default:
 		fmt.Fprintf(os.Stderr, "sepp: SEPP_FAULT_BROKEN=%q: the one deliberate bug is ack-before-commit\n", b)
 		os.Exit(2)
@@ -69,6 +61,10 @@ func init() {
 // ackEarly acknowledges every completion at once and writes it 500 ms
 // later: a crash in between loses completions the workers were told of.
 type ackEarly struct{ store.Store }
+
+// Unwrap lets store.As find the wrapped store's optional interfaces
+// (PostgreSQL's Notifier, for its wake-ups across nodes).
+func (a ackEarly) Unwrap() store.Store { return a.Store }
 
 func (a ackEarly) Complete(_ context.Context, p *store.CompleteParams) ([]store.CompleteResult, error) {
 	later := *p

@@ -109,7 +109,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	defer st.Close()
 	logger.Info("store opened", "backend", cfg.Storage.Backend, "engine", engine, "path", where)
-	if rs, ok := st.(store.Recoverer); ok {
+	if rs, ok := store.As[store.Recoverer](st); ok {
 		logRecovery(logger, rs.Recovery())
 		metrics.ObserveRecovery(rs.Recovery())
 	}
@@ -237,22 +237,15 @@ func openStore(ctx context.Context, cfg *config.Config, m *server.Metrics, onFai
 	return nil, "", "", fmt.Errorf("unknown storage backend %q", cfg.Storage.Backend)
 }
 
-// sharedClock is implemented by a store that several nodes share and whose
-// clock they all take their time from: the PostgreSQL store.
-type sharedClock interface {
-	DBTime(context.Context) (time.Time, error)
-}
-
 // serverClock returns the clock the server decides by, and a function to
 // call once the server has stopped. On PostgreSQL it is the database's clock
 // (clock.Anchored: read at start and every 10 s, advanced by this host's
 // monotonic clock in between), so that a node whose wall clock is ahead
 // neither expires other nodes' dedup records early nor takes their leases;
 // it logs how far this host's clock is from the database's. On the embedded
-// store it is the host's clock, wallClock. st must be the store as opened
-// (a wrapper would hide DBTime).
+// store it is the host's clock, wallClock.
 func serverClock(ctx context.Context, st store.Store, logger *slog.Logger) (now func() time.Time, stop func(), err error) {
-	db, ok := st.(sharedClock)
+	db, ok := store.As[store.SharedClock](st)
 	if !ok {
 		return wallClock, func() {}, nil
 	}
@@ -331,7 +324,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var done store.Migrations
-	if m, ok := st.(store.Migrator); ok {
+	if m, ok := store.As[store.Migrator](st); ok {
 		done = m.Migrations()
 	}
 	if err := st.Close(); err != nil {

@@ -277,7 +277,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			s.log.Debug("TLS handshake failed", "remote", remote.String(), "err", err)
 		})
 	}
-	if n, ok := s.store.(store.Notifier); ok {
+	if n, ok := store.As[store.Notifier](s.store); ok {
 		// Other nodes' enqueues and effect completions wake this node's
 		// waiting calls.
 		lctx, cancel := context.WithCancel(context.Background())

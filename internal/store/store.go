@@ -593,6 +593,38 @@ type Migrator interface {
 	Migrations() Migrations
 }
 
+// SharedClock is implemented by a store that several server nodes share and
+// whose clock they all take their time from (the PostgreSQL store): DBTime
+// reads it.
+type SharedClock interface {
+	DBTime(context.Context) (time.Time, error)
+}
+
+// Wrapper is implemented by a store that wraps another, such as the fault
+// build's; As looks through it for the optional interfaces.
+type Wrapper interface {
+	Unwrap() Store
+}
+
+// As returns st as T, one of the optional interfaces a store may implement
+// (Notifier, Recoverer, Migrator, SharedClock), looking through wrappers
+// (Wrapper): a wrapper forwards the wrapped store's capabilities in this
+// one place instead of declaring each of them again.
+func As[T any](st Store) (T, bool) {
+	for st != nil {
+		if t, ok := st.(T); ok {
+			return t, true
+		}
+		w, ok := st.(Wrapper)
+		if !ok {
+			break
+		}
+		st = w.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
 // RuleKey is one uniqueness rule as a job meets it: the rule's name, the
 // key its fields give the job, and the rule's window.
 type RuleKey struct {
