@@ -21,7 +21,9 @@ import (
 // can say otherwise. So every group commit carries a running count (the
 // commit's number and the jobs created up to it) under ackKey in its own
 // batch, and after the batch is synced, and before any operation of the
-// group is answered, the writer records the same count in AckMarkFile, a
+// group is answered, whoever answers the group (the syncer, or the caller
+// that committed it with commitNow, under answerMu) records the same count
+// in AckMarkFile, a
 // small file beside Pebble's with a checksum. The write lands in the page
 // cache, where a crash of the process cannot lose it, and a goroutine of
 // its own syncs it right after, off the answer path (a second sync before
