@@ -3,9 +3,10 @@
 // ("order-9.invoice"), not the delivery.
 //
 //   node examples/effect.mjs [http://127.0.0.1:50051]
-import { SeppClient, Worker } from "sepp";
+import { SeppClient, Effects, Worker } from "sepp";
 
 const client = await SeppClient.connect(process.argv[2] ?? "http://127.0.0.1:50051");
+const effects = new Effects(client);
 const run = Date.now().toString(36);
 const queue = `invoices-${run}`;
 let mailsSent = 0;
@@ -13,7 +14,7 @@ let mailsSent = 0;
 const worker = new Worker(client, { queues: [queue], concurrency: 4 });
 worker.handle("invoice", async (job) => {
   const order = JSON.parse(new TextDecoder().decode(job.payload)).order;
-  const res = await client.effect.do(`mail.invoice.${run}`, `${order}.invoice`, async () => `em_${++mailsSent}`, {
+  const res = await effects.do(`mail.invoice.${run}`, `${order}.invoice`, async () => `em_${++mailsSent}`, {
     mode: "wait", // another worker running it: wait for its receipt ("raise" throws EffectInProgressError)
     ttlMs: 24 * 3600_000,
   });

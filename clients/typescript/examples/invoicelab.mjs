@@ -7,7 +7,7 @@
 // Every scene uses the real API: jobs are enqueued and reserved under
 // leases, a "crash" is a worker that stops before it acknowledges, and the
 // mailer is a counter that returns receipts em_1, em_2, ...
-import { SeppClient, EffectInProgressError } from "sepp";
+import { SeppClient, Effects, EffectInProgressError } from "sepp";
 
 /** The job lease of the lab's queues: short, so redeliveries come fast. */
 const lease = 300;
@@ -29,6 +29,7 @@ function mailer() {
 
 /** Runs the three scenes and returns their figures. */
 export async function runLab(client) {
+  const effects = new Effects(client);
   const run = Date.now().toString(36);
   let n = 0;
   const fresh = () => {
@@ -49,7 +50,7 @@ export async function runLab(client) {
     const m = mailer();
     const handle = async (r) => {
       if (!guarded) return m.send(0)();
-      const res = await client.effect.do(scope, r.job.jobId, m.send(0), { ttlMs: 3600_000 });
+      const res = await effects.do(scope, r.job.jobId, m.send(0), { ttlMs: 3600_000 });
       return res.text();
     };
     await handle(await reserve(queue)); // then the worker dies: no complete
@@ -67,12 +68,12 @@ export async function runLab(client) {
     const m = mailer();
     const opts = { ttlMs: 3600_000, mode };
     await reserve(queue); // A's delivery
-    const aDone = client.effect.do(scope, "order-9.invoice", m.send(3 * lease), opts).then((r) => r.text());
+    const aDone = effects.do(scope, "order-9.invoice", m.send(3 * lease), opts).then((r) => r.text());
     const bJob = await reserve(queue); // after A's job lease ended
     let a;
     let b;
     try {
-      b = (await client.effect.do(scope, "order-9.invoice", m.send(0), opts)).text();
+      b = (await effects.do(scope, "order-9.invoice", m.send(0), opts)).text();
       a = await aDone;
       // (B waited longer than its job lease, so the job is not B's to
       // complete any more; as in the Go lab, the scene ends here.)
@@ -83,7 +84,7 @@ export async function runLab(client) {
       a = await aDone;
       // The next delivery replays A's receipt.
       const next = await reserve(queue);
-      const res = await client.effect.do(scope, "order-9.invoice", m.send(0), opts);
+      const res = await effects.do(scope, "order-9.invoice", m.send(0), opts);
       if (res.text() !== a || !res.replayed) throw new Error(`the delivery after the requeue got ${res.text()}`);
       await client.complete(next.job.jobId, next.leaseToken, res.value);
     }
@@ -98,7 +99,7 @@ export async function runLab(client) {
     for (const i of [0, 1]) await client.enqueue({ queue, jobType: "invoice", payload: `order-9 #${i}` });
     for (const _ of [0, 1]) {
       const r = await reserve(queue);
-      const res = await client.effect.do(scope, key || r.job.jobId, m.send(0), { ttlMs: 3600_000 });
+      const res = await effects.do(scope, key || r.job.jobId, m.send(0), { ttlMs: 3600_000 });
       await client.complete(r.job.jobId, r.leaseToken, res.value);
     }
     return m.sent;

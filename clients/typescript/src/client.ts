@@ -1,7 +1,9 @@
 /**
  * The Sepp client: connect, enqueue (one job, a batch), read jobs, look up
  * and release idempotency keys, and the worker and effect calls that
- * {@link Worker} and {@link Effects} build on.
+ * `Worker` and `Effects` build on. Those two depend on this
+ * module, never the reverse: make them with the client,
+ * `new Effects(client)`, `new Worker(client, options)`.
  *
  * ```ts
  * import { SeppClient } from "sepp";
@@ -16,19 +18,20 @@
  * the RPCs in flight are busy, the next calls gather and go together when one
  * returns), and each caller still gets its own ack or error. A keyed enqueue
  * whose fate is unknown after a transport error is resent with the same key,
- * which makes the retry harmless; an unkeyed one is never resent.
+ * which makes the retry harmless; an unkeyed one is never resent. Every
+ * resend waits the delay of the retry policy all Sepp clients share
+ * ({@link retryDelay}).
  *
  * @module
  */
 import { Code, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
-import type { EnqueueBatchResult } from "./gen/sepp/v1/job_pb.js";
+import type { EnqueueBatchResult, LookupIdempotencyKeyRequestSchema, ReleaseIdempotencyKeyRequestSchema } from "./gen/sepp/v1/job_pb.js";
 import { JobService } from "./gen/sepp/v1/job_pb.js";
 import { WorkerService } from "./gen/sepp/v1/worker_pb.js";
 import { EffectService } from "./gen/sepp/v1/effect_pb.js";
 import { AdminService } from "./gen/sepp/v1/admin_pb.js";
 import { HealthService, SERVING } from "./health.js";
 import {
-  BatchTooLargeError,
   InternalError,
   InvalidFieldError,
   isRetryable,
@@ -68,9 +71,11 @@ import {
   type ReserveRequest,
   type BytesLike,
 } from "./types.js";
-import { Effects } from "./effect.js";
+import { Batcher, type BatchingOptions, type EnqueueInit } from "./batcher.js";
+import { DEFAULT_RETRIES, retryDelay } from "./retry.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { EnqueueRequestSchema } from "./gen/sepp/v1/job_pb.js";
+
+export type { BatchingOptions } from "./batcher.js";
 
 /** TLS settings for `https://` addresses (Node only; browsers use their own trust store). */
 export interface TlsOptions {
@@ -86,24 +91,15 @@ export interface TlsOptions {
   servername?: string;
 }
 
-/** Tunes natural batching of concurrent enqueues. */
-export interface BatchingOptions {
-  /** Coalesced RPCs in flight at once; calls wait only while all are busy. Default 2. */
-  maxInFlight?: number;
-  /** Jobs in one coalesced EnqueueBatch; keep it at or below the server's `max_batch_size`. Default 1000. */
-  maxBatchSize?: number;
-  /** Payload bytes in one coalesced RPC. Default 4 MiB. */
-  maxBatchBytes?: number;
-}
-
-/** Tunes the resending of keyed enqueues after transport errors. */
+/**
+ * Tunes the resending of requests whose fate a transport error left unknown.
+ * Only the count can be tuned: the delays are the retry policy every Sepp
+ * client shares ({@link retryDelay}), so that all of them load a server that
+ * comes back the same way.
+ */
 export interface RetryOptions {
-  /** How many times a keyed enqueue is resent. Default 10. */
+  /** How many resends may follow the first try. Default 5. */
   maxRetries?: number;
-  /** The first backoff, in ms; it doubles each time. Default 25. */
-  initialDelayMs?: number;
-  /** The longest backoff, in ms. Default 1000. */
-  maxDelayMs?: number;
 }
 
 /** The wire protocol of the default transport. */
@@ -133,7 +129,12 @@ export interface ConnectOptions {
   interceptors?: Interceptor[];
   /** Natural batching of concurrent enqueues: `false` turns it off (one RPC per enqueue). Default on. */
   batching?: boolean | BatchingOptions;
-  /** Resending of keyed enqueues after transport errors: `false` turns it off. Default 10 retries. */
+  /**
+   * Resending after transport errors (of keyed enqueues, and of Complete,
+   * Fail and CompleteEffect): how many resends may follow the first try, or
+   * `false` for none. Default 5, each after a full-jitter delay under a
+   * ceiling doubling from 50 ms to 2 s ({@link retryDelay}).
+   */
   retries?: boolean | number | RetryOptions;
   /**
    * The key length checked before sending, in UTF-8 bytes. Set it to the
@@ -201,7 +202,7 @@ export function setDefaultTransportFactory(f: TransportFactory): void {
 
 interface ResolvedConfig {
   batching: Required<BatchingOptions> | undefined;
-  retries: Required<RetryOptions>;
+  maxRetries: number;
   maxKeyBytes: number;
   checkKeys: boolean;
   timeoutMs: number;
@@ -220,11 +221,7 @@ function resolveConfig(o: ConnectOptions): ResolvedConfig {
       maxBatchSize: Math.max(1, b.maxBatchSize ?? 1000),
       maxBatchBytes: Math.max(1, b.maxBatchBytes ?? 4 << 20),
     },
-    retries: {
-      maxRetries: Math.max(0, r.maxRetries ?? 10),
-      initialDelayMs: Math.max(1, r.initialDelayMs ?? 25),
-      maxDelayMs: Math.max(1, r.maxDelayMs ?? 1000),
-    },
+    maxRetries: Math.max(0, r.maxRetries ?? DEFAULT_RETRIES),
     maxKeyBytes: o.maxIdempotencyKeyBytes ?? DEFAULT_MAX_KEY_BYTES,
     checkKeys: o.checkKeys ?? true,
     timeoutMs: o.timeoutMs ?? 30_000,
@@ -264,17 +261,6 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** The reason an aborted signal carries, as an error. */
-function abortError(signal: AbortSignal): unknown {
-  return signal.reason ?? new DOMException("The operation was aborted.", "AbortError");
-}
-
-/** A callback run after the current tasks, so callers just answered can enqueue again first. */
-const yieldToCallers: () => Promise<void> =
-  typeof setImmediate === "function"
-    ? () => new Promise((r) => setImmediate(r))
-    : () => new Promise((r) => setTimeout(r, 0));
-
 /**
  * A connection to one Sepp server (or a load balancer in front of several).
  * Create it with {@link SeppClient.connect}.
@@ -288,8 +274,6 @@ export class SeppClient {
   readonly effects: Client<typeof EffectService>;
   /** The generated connect-es client of AdminService. */
   readonly admin: Client<typeof AdminService>;
-  /** The effect helper bound to this client: `client.effect.do(scope, key, fn, options)`. */
-  readonly effect: Effects;
   /** The server's address. */
   readonly address: string;
   private readonly cfg: ResolvedConfig;
@@ -314,8 +298,15 @@ export class SeppClient {
     this.workers = createClient(WorkerService, transport);
     this.effects = createClient(EffectService, transport);
     this.admin = createClient(AdminService, transport);
-    this.batcher = cfg.batching ? new Batcher(this, cfg.batching) : undefined;
-    this.effect = new Effects(this);
+    // The batcher gets the two functions it needs, not the client: it sits
+    // below the client and never calls back into it.
+    this.batcher = cfg.batching
+      ? new Batcher(
+          (reqs, signal) => this.sendEnqueues(reqs, signal),
+          (err, retry, signal) => this.shouldRetry(true, err, retry, signal),
+          cfg.batching,
+        )
+      : undefined;
   }
 
   /**
@@ -432,7 +423,7 @@ export class SeppClient {
    */
   async enqueueBatch(requests: EnqueueRequest[], options: BatchOptions = {}): Promise<BatchResult[]> {
     const results: Array<BatchResult | undefined> = new Array(requests.length);
-    const send: MessageInitShape<typeof EnqueueRequestSchema>[] = [];
+    const send: EnqueueInit[] = [];
     const index: number[] = [];
     requests.forEach((r, i) => {
       try {
@@ -494,18 +485,22 @@ export class SeppClient {
    * @param idempotencyKey - the key.
    */
   async lookupIdempotencyKey(queue: string, idempotencyKey: string, options: CallOptions = {}): Promise<KeyLookup> {
-    this.checkKey(idempotencyKey, lookupKeyLimit(this.cfg.maxKeyBytes));
-    const res = await this.call(options.signal, () => this.jobs.lookupIdempotencyKey({ queue, idempotencyKey }, this.callOpts(options.signal)));
-    if (!res.found) return { found: false, jobId: "", hits: 0n, state: "unknown", result: new Uint8Array(0) };
-    return {
-      found: true,
-      jobId: res.jobId,
-      firstEnqueuedAt: dateOf(res.firstEnqueuedAt),
-      expiresAt: dateOf(res.expiresAt),
-      hits: res.hits,
-      state: stateFromProto(res.state),
-      result: res.result,
-    };
+    return this.lookup(this.keyRequest(queue, { key: idempotencyKey }), options);
+  }
+
+  /**
+   * {@link SeppClient.lookupIdempotencyKey} for the key a queue with
+   * `key_fields` derives from a payload: the server derives it as an enqueue
+   * of `payload` would have, and `KeyLookup.idempotencyKey` says which it
+   * was. A queue without `key_fields` refuses a payload with an
+   * {@link InvalidFieldError}, as does a payload that lacks a field
+   * (`errorMetadata.pointer` names it).
+   *
+   * @param queue - the queue, one with `key_fields`.
+   * @param payload - the payload an enqueue would send (a string as UTF-8).
+   */
+  async lookupIdempotencyKeyByPayload(queue: string, payload: BytesLike, options: CallOptions = {}): Promise<KeyLookup> {
+    return this.lookup(this.keyRequest(queue, { payload }), options);
   }
 
   /**
@@ -517,9 +512,41 @@ export class SeppClient {
    * @returns whether a live record was released, and the job it pointed to.
    */
   async releaseIdempotencyKey(queue: string, idempotencyKey: string, options: CallOptions = {}): Promise<KeyRelease> {
-    this.checkKey(idempotencyKey, lookupKeyLimit(this.cfg.maxKeyBytes));
-    const res = await this.call(options.signal, () => this.jobs.releaseIdempotencyKey({ queue, idempotencyKey }, this.callOpts(options.signal)));
-    return { released: res.released, jobId: res.jobId };
+    return this.release(this.keyRequest(queue, { key: idempotencyKey }), options);
+  }
+
+  /**
+   * {@link SeppClient.releaseIdempotencyKey} for the key a queue with
+   * `key_fields` derives from a payload, derived by the server;
+   * `KeyRelease.idempotencyKey` says which key it released.
+   *
+   * @param queue - the queue, one with `key_fields`.
+   * @param payload - the payload an enqueue would send (a string as UTF-8).
+   */
+  async releaseIdempotencyKeyByPayload(queue: string, payload: BytesLike, options: CallOptions = {}): Promise<KeyRelease> {
+    return this.release(this.keyRequest(queue, { payload }), options);
+  }
+
+  private async lookup(req: MessageInitShape<typeof LookupIdempotencyKeyRequestSchema>, options: CallOptions): Promise<KeyLookup> {
+    const res = await this.call(options.signal, () => this.jobs.lookupIdempotencyKey(req, this.callOpts(options.signal)));
+    if (!res.found) {
+      return { found: false, idempotencyKey: res.idempotencyKey, jobId: "", hits: 0n, state: "unknown", result: new Uint8Array(0) };
+    }
+    return {
+      found: true,
+      idempotencyKey: res.idempotencyKey,
+      jobId: res.jobId,
+      firstEnqueuedAt: dateOf(res.firstEnqueuedAt),
+      expiresAt: dateOf(res.expiresAt),
+      hits: res.hits,
+      state: stateFromProto(res.state),
+      result: res.result,
+    };
+  }
+
+  private async release(req: MessageInitShape<typeof ReleaseIdempotencyKeyRequestSchema>, options: CallOptions): Promise<KeyRelease> {
+    const res = await this.call(options.signal, () => this.jobs.releaseIdempotencyKey(req, this.callOpts(options.signal)));
+    return { released: res.released, jobId: res.jobId, idempotencyKey: res.idempotencyKey };
   }
 
   /**
@@ -622,7 +649,7 @@ export class SeppClient {
   }
 
   /**
-   * Claims an effect key. Most programs use `client.effect.do` instead.
+   * Claims an effect key. Most programs use `Effects.do` instead.
    *
    * @param request - scope, key, ttl, lease, wait.
    */
@@ -768,7 +795,7 @@ export class SeppClient {
   // ---- internals -------------------------------------------------------
 
   /** Checks a request locally and converts it. @internal */
-  private prepare(r: EnqueueRequest): MessageInitShape<typeof EnqueueRequestSchema> {
+  private prepare(r: EnqueueRequest): EnqueueInit {
     if (r === null || typeof r !== "object") {
       throw new InvalidFieldError(Reason.InvalidField, "request: want an object { queue, jobType, ... }");
     }
@@ -797,79 +824,88 @@ export class SeppClient {
     return { signal, timeoutMs: this.cfg.timeoutMs };
   }
 
-  /** Runs an RPC, turning its error into a SeppError (or the caller's abort). @internal */
+  /** Runs an RPC, turning its error into a SeppError (or the caller's abort). */
   private async call<T>(signal: AbortSignal | undefined, f: () => Promise<T>): Promise<T> {
     try {
       return await f();
     } catch (err) {
-      if (signal?.aborted) throw abortError(signal);
+      signal?.throwIfAborted();
       throw toSeppError(err);
     }
   }
 
-  /** Runs an RPC, resending it after transport errors when `keyed`. @internal */
-  async withRetries<T>(keyed: boolean, signal: AbortSignal | undefined, f: () => Promise<T>): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
+  /** Runs an RPC, resending it after transport errors when `keyed`. */
+  private async withRetries<T>(keyed: boolean, signal: AbortSignal | undefined, f: () => Promise<T>): Promise<T> {
+    for (let retry = 0; ; retry++) {
       try {
         return await f();
       } catch (err) {
-        if (signal?.aborted) throw abortError(signal);
+        signal?.throwIfAborted();
         const e = toSeppError(err);
-        if (!(await this.shouldRetry(keyed, e, attempt, signal))) {
-          if (signal?.aborted) throw abortError(signal);
+        if (!(await this.shouldRetry(keyed, e, retry, signal))) {
+          signal?.throwIfAborted();
           throw e;
         }
       }
     }
   }
 
-  /** Whether to resend after `err` (only a keyed request), after waiting the backoff. @internal */
-  async shouldRetry(keyed: boolean, err: SeppError, attempt: number, signal?: AbortSignal): Promise<boolean> {
-    const r = this.cfg.retries;
-    if (this.closed || !keyed || !isRetryable(err) || attempt >= r.maxRetries) return false;
-    const base = Math.min(r.maxDelayMs, r.initialDelayMs * 2 ** Math.min(attempt, 20));
-    await sleep(base / 2 + Math.random() * (base / 2), signal);
+  /**
+   * Whether to resend after `err` (only a keyed request, only an
+   * `UNAVAILABLE` error, at most `maxRetries` times), after waiting the
+   * policy's delay for the resend that follows `retry` earlier ones.
+   */
+  private async shouldRetry(keyed: boolean, err: SeppError, retry: number, signal?: AbortSignal): Promise<boolean> {
+    if (this.closed || !keyed || !isRetryable(err) || retry >= this.cfg.maxRetries) return false;
+    await sleep(retryDelay(retry, Math.random()), signal);
     return !signal?.aborted;
   }
 
-  /** One Enqueue RPC with the retries of a keyed request. @internal */
-  async enqueueDirect(pb: MessageInitShape<typeof EnqueueRequestSchema>, signal?: AbortSignal): Promise<Ack> {
+  /** One Enqueue RPC with the retries of a keyed request. */
+  private async enqueueDirect(pb: EnqueueInit, signal?: AbortSignal): Promise<Ack> {
     const res = await this.withRetries(pb.idempotencyKey !== undefined, signal, () => this.jobs.enqueue(pb, this.callOpts(signal)));
     return ackFromProto(res);
   }
 
-  /** One coalesced RPC for a batch of calls; throws only transport and batch-size errors. @internal */
-  async rpcFor(batch: PendingCall[]): Promise<void> {
-    if (batch.length === 1) {
-      const cl = batch[0]!;
-      try {
-        cl.resolve(ackFromProto(await this.jobs.enqueue(cl.req, { timeoutMs: this.cfg.timeoutMs })));
-      } catch (err) {
-        const e = toSeppError(err);
-        if (isRetryable(e)) throw e;
-        cl.reject(e);
-      }
-      return;
-    }
-    let res;
+  /**
+   * The batcher's send: one RPC for `reqs`, Enqueue for one and EnqueueBatch
+   * for more, with each request's outcome; the RPC's own error is thrown.
+   */
+  private async sendEnqueues(reqs: EnqueueInit[], signal?: AbortSignal): Promise<Array<Ack | SeppError>> {
+    const opts = { signal, timeoutMs: this.cfg.timeoutMs };
     try {
-      res = await this.jobs.enqueueBatch({ jobs: batch.map((c) => c.req) }, { timeoutMs: this.cfg.timeoutMs });
+      if (reqs.length === 1) return [ackFromProto(await this.jobs.enqueue(reqs[0]!, opts))];
+      const res = await this.jobs.enqueueBatch({ jobs: reqs }, opts);
+      if (res.results.length !== reqs.length) {
+        throw new InternalError(Reason.Internal, `server answered ${res.results.length} results for ${reqs.length} jobs`);
+      }
+      return res.results.map((r) => {
+        const br = batchResultFromProto(r);
+        return br.ok ? br.ack : br.error;
+      });
     } catch (err) {
-      const e = toSeppError(err);
-      if (isRetryable(e) || e instanceof BatchTooLargeError) throw e;
-      for (const cl of batch) cl.reject(e);
-      return;
+      throw toSeppError(err);
     }
-    if (res.results.length !== batch.length) {
-      const e = new InternalError(Reason.Internal, "server answered a batch with the wrong number of results");
-      for (const cl of batch) cl.reject(e);
-      return;
+  }
+
+  /** The request of a lookup or release: by key, or by a payload from which the server derives the key. */
+  private keyRequest(
+    queue: string,
+    by: { key: string } | { payload: BytesLike },
+  ): MessageInitShape<typeof LookupIdempotencyKeyRequestSchema> & MessageInitShape<typeof ReleaseIdempotencyKeyRequestSchema> {
+    if ("key" in by) {
+      this.checkKey(by.key, lookupKeyLimit(this.cfg.maxKeyBytes));
+      return { queue, idempotencyKey: by.key };
     }
-    res.results.forEach((r, i) => {
-      const br = batchResultFromProto(r);
-      if (br.ok) batch[i]!.resolve(br.ack);
-      else batch[i]!.reject(br.error);
-    });
+    const payload = toBytes(by.payload);
+    // The server reads an empty payload as "no payload" and would look up
+    // the empty key instead; no payload a queue's key_fields accept is empty.
+    if (payload.length === 0) {
+      throw new InvalidFieldError(Reason.InvalidField, "payload: is empty; give the JSON payload an enqueue would send, from which the queue's key_fields derive the key", {
+        metadata: { field: "payload" },
+      });
+    }
+    return { queue, payload };
   }
 }
 
@@ -943,152 +979,4 @@ function withHeaders(inner: Transport, fixed: Record<string, string>): Transport
     stream: (method, signal, timeoutMs, header, input, contextValues) =>
       inner.stream(method, signal, timeoutMs, merge(header), input, contextValues),
   };
-}
-
-/** One enqueue waiting in the batcher. @internal */
-export interface PendingCall {
-  req: MessageInitShape<typeof EnqueueRequestSchema>;
-  keyed: boolean;
-  signal?: AbortSignal;
-  settled: boolean;
-  resolve(a: Ack): void;
-  reject(e: unknown): void;
-}
-
-/**
- * Coalesces concurrent enqueues into EnqueueBatch RPCs by natural batching:
- * at most `maxInFlight` RPCs are in flight; calls that arrive while all of
- * them are busy wait in `pending` and go together when one returns. A call
- * that finds a free slot and nothing pending is sent at once, alone, so a
- * lone caller pays no added delay.
- */
-class Batcher {
-  private pending: PendingCall[] = [];
-  private senders = 0;
-  private maxBatch: number;
-
-  constructor(
-    private readonly client: SeppClient,
-    private readonly cfg: Required<BatchingOptions>,
-  ) {
-    this.maxBatch = cfg.maxBatchSize;
-  }
-
-  async enqueue(req: MessageInitShape<typeof EnqueueRequestSchema>, signal?: AbortSignal): Promise<Ack> {
-    if (signal?.aborted) throw abortError(signal);
-    if (this.senders < this.cfg.maxInFlight && this.pending.length === 0) {
-      // Idle: send this call alone, and hand the slot on to a drain loop
-      // only if calls queued up meanwhile.
-      this.senders++;
-      try {
-        return await this.client.enqueueDirect(req, signal);
-      } finally {
-        if (this.pending.length > 0) void this.drain();
-        else this.senders--;
-      }
-    }
-    return new Promise<Ack>((resolve, reject) => {
-      const onAbort = () => {
-        if (cl.settled) return;
-        cl.settled = true;
-        // The job may still be enqueued; a keyed retry is harmless.
-        reject(abortError(signal!));
-      };
-      const cl: PendingCall = {
-        req,
-        keyed: req.idempotencyKey !== undefined,
-        signal,
-        settled: false,
-        resolve: (a) => {
-          if (cl.settled) return;
-          cl.settled = true;
-          signal?.removeEventListener("abort", onAbort);
-          resolve(a);
-        },
-        reject: (e) => {
-          if (cl.settled) return;
-          cl.settled = true;
-          signal?.removeEventListener("abort", onAbort);
-          reject(e);
-        },
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.pending.push(cl);
-      if (this.senders < this.cfg.maxInFlight) {
-        this.senders++;
-        void this.drain();
-      }
-    });
-  }
-
-  /** Sends pending calls, one RPC at a time, until none is left; then frees its slot. */
-  private async drain(): Promise<void> {
-    for (let last = 0; ; ) {
-      if (last > 1) {
-        // The callers just answered are about to enqueue again; let them
-        // run first so they join the next batch instead of trailing it.
-        await yieldToCallers();
-      }
-      const batch = this.take();
-      if (batch.length === 0) {
-        this.senders--;
-        return;
-      }
-      await this.sendBatch(batch);
-      last = batch.length;
-    }
-  }
-
-  /** Removes the next batch from pending, within the size limits; calls already given up are dropped. */
-  private take(): PendingCall[] {
-    let n = 0;
-    let bytes = 0;
-    while (n < this.pending.length && n < this.maxBatch) {
-      const size = (this.pending[n]!.req.payload as Uint8Array | undefined)?.length ?? 0;
-      if (n > 0 && bytes + size > this.cfg.maxBatchBytes) break;
-      bytes += size;
-      n++;
-    }
-    const batch = this.pending.splice(0, n).filter((c) => !c.settled);
-    return batch;
-  }
-
-  /**
-   * Sends one batch and answers its calls. Keyed calls whose fate is unknown
-   * after a transport error are resent with their keys; unkeyed ones get the
-   * error, since resending them could create duplicates.
-   */
-  private async sendBatch(batch: PendingCall[]): Promise<void> {
-    for (let attempt = 0; batch.length > 0; attempt++) {
-      let err: SeppError;
-      try {
-        await this.client.rpcFor(batch);
-        return;
-      } catch (e) {
-        err = e as SeppError;
-      }
-      if (err instanceof BatchTooLargeError && batch.length > 1) {
-        // The server's max_batch_size is below ours: learn it, send the halves.
-        const half = Math.floor(batch.length / 2);
-        this.maxBatch = Math.min(this.maxBatch, half);
-        await this.sendBatch(batch.slice(0, half));
-        await this.sendBatch(batch.slice(half));
-        return;
-      }
-      const again: PendingCall[] = [];
-      for (const cl of batch) {
-        if (cl.settled) continue;
-        if (cl.keyed) again.push(cl);
-        else cl.reject(err);
-      }
-      if (again.length === 0) return;
-      // The wait is the batch's, not one caller's: a caller that gives up
-      // meanwhile is dropped on the next pass.
-      if (!(await this.client.shouldRetry(true, err, attempt))) {
-        for (const cl of again) cl.reject(err);
-        return;
-      }
-      batch = again.filter((c) => !c.settled);
-    }
-  }
 }

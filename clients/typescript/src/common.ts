@@ -18,7 +18,7 @@ export {
 } from "./client.js";
 export * from "./errors.js";
 export { checkIdempotencyKey, utf8Length, DEFAULT_MAX_KEY_BYTES } from "./keys.js";
-export { deriveKey } from "./jsonkey.js";
+export { retryDelay } from "./retry.js";
 export {
   bytesToText,
   toBytes,

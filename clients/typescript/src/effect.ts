@@ -4,7 +4,8 @@
  * an effect key `(scope, key)`.
  *
  * ```ts
- * const res = await client.effect.do("mail.invoice", "order-9.invoice",
+ * const effects = new Effects(client);
+ * const res = await effects.do("mail.invoice", "order-9.invoice",
  *   async (signal) => mailer.sendInvoice(order, { signal }),
  *   { mode: "wait", ttlMs: 24 * 3600_000 });
  * res.value;    // the receipt, from this run or replayed from the first one
@@ -128,8 +129,9 @@ function prefixed(e: SeppError, prefix: string): SeppError {
 }
 
 /**
- * Effect keys on one client. Get it as `client.effect`, or make one with
- * defaults of your own: `new Effects(client, { ttlMs: 7 * 86400_000 })`.
+ * Effect keys on one client: `new Effects(client)`, or with defaults of
+ * your own, `new Effects(client, { ttlMs: 7 * 86400_000 })`. It depends on
+ * the client, never the reverse, so the client has no effect property.
  */
 export class Effects {
   /** Runs of `fn` without a claim (failOpen with the server unreachable), per scope. */

@@ -18,44 +18,63 @@
  * Errors found by the client's own checks before sending (a key too long,
  * an empty key) are the same classes with the same reasons.
  *
+ * The reasons are the values of the proto enum `sepp.v1.Reason`, read from
+ * the generated `gen/sepp/v1/reason_pb.ts`, and the ErrorInfo detail is
+ * decoded by connect-es (`ConnectError.findDetails`) with the generated
+ * schema of `google.rpc.ErrorInfo`.
+ *
  * @module
  */
 import { Code, ConnectError } from "@connectrpc/connect";
-import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import { ErrorInfoSchema, type ErrorInfo } from "./gen/google/rpc/error_details_pb.js";
+import { type Reason as ReasonEnum, ReasonSchema } from "./gen/sepp/v1/reason_pb.js";
 
 /** The ErrorInfo domain of every Sepp error. */
 export const ERROR_DOMAIN = "sepp.dev";
 
 /**
- * The stable reasons of the Sepp API (SPEC §2, docs/errors.md). Switch on
- * these, not on messages. `UNAVAILABLE` is also what the client reports for a
- * transport error (the server could not be reached, or the connection broke
- * before an answer came back).
+ * The values of the proto enum `sepp.v1.Reason` that a client call never
+ * gets: the zero value, which is no reason, and the two only webhook
+ * endpoints answer with.
  */
-export const Reason = {
-  IdempotencyKeyTooLong: "IDEMPOTENCY_KEY_TOO_LONG",
-  IdempotencyKeyEmpty: "IDEMPOTENCY_KEY_EMPTY",
-  IdempotencyKeyConflict: "IDEMPOTENCY_KEY_CONFLICT",
-  IdempotencyKeyRequired: "IDEMPOTENCY_KEY_REQUIRED",
-  UnknownQueue: "UNKNOWN_QUEUE",
-  UnknownJobType: "UNKNOWN_JOB_TYPE",
-  PayloadTooLarge: "PAYLOAD_TOO_LARGE",
-  BatchTooLarge: "BATCH_TOO_LARGE",
-  InvalidField: "INVALID_FIELD",
-  JobNotFound: "JOB_NOT_FOUND",
-  LeaseLost: "LEASE_LOST",
-  EffectInProgress: "EFFECT_IN_PROGRESS",
-  DuplicateJob: "DUPLICATE_JOB",
-  DedupRuleViolated: "DEDUP_RULE_VIOLATED",
-  Unauthenticated: "UNAUTHENTICATED",
-  PermissionDenied: "PERMISSION_DENIED",
-  LimitExceeded: "LIMIT_EXCEEDED",
-  Unavailable: "UNAVAILABLE",
-  Internal: "INTERNAL",
-} as const;
+const NOT_CLIENT_REASONS = ["REASON_UNSPECIFIED", "SIGNATURE_INVALID", "METHOD_NOT_ALLOWED"] as const;
+
+/**
+ * A stable reason of the Sepp API: a value name of the generated enum
+ * `sepp.v1.Reason` (proto/sepp/v1/reason.proto, the one list of reasons),
+ * less the three a client call never gets.
+ */
+export type ReasonName = Exclude<keyof typeof ReasonEnum, (typeof NOT_CLIENT_REASONS)[number]>;
+
+/** `IDEMPOTENCY_KEY_TOO_LONG` as `IdempotencyKeyTooLong`, in the type system. */
+type PascalCase<S extends string> = S extends `${infer Head}_${infer Rest}`
+  ? `${Capitalize<Lowercase<Head>>}${PascalCase<Rest>}`
+  : Capitalize<Lowercase<S>>;
+
+/** `IDEMPOTENCY_KEY_TOO_LONG` as `IdempotencyKeyTooLong`, at run time; PascalCase says the same in types. */
+function pascalCase(name: string): string {
+  return name.toLowerCase().replace(/(?:^|_)([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+}
+
+/** The reasons a client call can get, read from the generated enum. */
+const clientReasons = ReasonSchema.values
+  .map((v) => v.name)
+  .filter((name): name is ReasonName => !(NOT_CLIENT_REASONS as readonly string[]).includes(name));
+
+/**
+ * The stable reasons of the Sepp API (SPEC §2, docs/errors.md), made from the
+ * generated enum `sepp.v1.Reason`: `Reason.IdempotencyKeyTooLong` is
+ * `"IDEMPOTENCY_KEY_TOO_LONG"`. Switch on these, not on messages.
+ * `UNAVAILABLE` is also what the client reports for a transport error (the
+ * server could not be reached, or the connection broke before an answer came
+ * back).
+ */
+export const Reason = Object.freeze(Object.fromEntries(clientReasons.map((name) => [pascalCase(name), name]))) as {
+  readonly [K in ReasonName as PascalCase<K>]: K;
+};
 
 /** One of the {@link Reason} values, or a reason this client version does not know yet. */
-export type ReasonCode = (typeof Reason)[keyof typeof Reason] | (string & {});
+export type ReasonCode = ReasonName | (string & {});
 
 /** Options of {@link SeppError}'s constructor. */
 export interface SeppErrorOptions {
@@ -214,29 +233,35 @@ export class UnavailableError extends SeppError {}
 /** The server failed; the message says why. */
 export class InternalError extends SeppError {}
 
-type SeppErrorClass = new (reason: ReasonCode, message: string, options?: SeppErrorOptions) => SeppError;
+/** The constructor of {@link SeppError} and of each of its reason classes. */
+export type SeppErrorClass = new (reason: ReasonCode, message: string, options?: SeppErrorOptions) => SeppError;
 
-const classes: Record<string, SeppErrorClass> = {
-  [Reason.IdempotencyKeyTooLong]: IdempotencyKeyTooLongError,
-  [Reason.IdempotencyKeyEmpty]: IdempotencyKeyEmptyError,
-  [Reason.IdempotencyKeyConflict]: IdempotencyKeyConflictError,
-  [Reason.IdempotencyKeyRequired]: IdempotencyKeyRequiredError,
-  [Reason.UnknownQueue]: UnknownQueueError,
-  [Reason.UnknownJobType]: UnknownJobTypeError,
-  [Reason.PayloadTooLarge]: PayloadTooLargeError,
-  [Reason.BatchTooLarge]: BatchTooLargeError,
-  [Reason.InvalidField]: InvalidFieldError,
-  [Reason.JobNotFound]: JobNotFoundError,
-  [Reason.LeaseLost]: LeaseLostError,
-  [Reason.EffectInProgress]: EffectInProgressError,
-  [Reason.DuplicateJob]: DuplicateJobError,
-  [Reason.DedupRuleViolated]: DedupRuleViolatedError,
-  [Reason.Unauthenticated]: UnauthenticatedError,
-  [Reason.PermissionDenied]: PermissionDeniedError,
-  [Reason.LimitExceeded]: LimitExceededError,
-  [Reason.Unavailable]: UnavailableError,
-  [Reason.Internal]: InternalError,
-};
+/**
+ * The error class of each reason. Its type names every reason of the
+ * generated enum, so a reason added to the proto without a class here, or a
+ * class for a reason the proto dropped, fails the build.
+ */
+export const reasonClasses: { readonly [K in ReasonName]: SeppErrorClass } = Object.freeze({
+  IDEMPOTENCY_KEY_TOO_LONG: IdempotencyKeyTooLongError,
+  IDEMPOTENCY_KEY_EMPTY: IdempotencyKeyEmptyError,
+  IDEMPOTENCY_KEY_CONFLICT: IdempotencyKeyConflictError,
+  IDEMPOTENCY_KEY_REQUIRED: IdempotencyKeyRequiredError,
+  DUPLICATE_JOB: DuplicateJobError,
+  DEDUP_RULE_VIOLATED: DedupRuleViolatedError,
+  UNKNOWN_QUEUE: UnknownQueueError,
+  UNKNOWN_JOB_TYPE: UnknownJobTypeError,
+  PAYLOAD_TOO_LARGE: PayloadTooLargeError,
+  BATCH_TOO_LARGE: BatchTooLargeError,
+  INVALID_FIELD: InvalidFieldError,
+  JOB_NOT_FOUND: JobNotFoundError,
+  LEASE_LOST: LeaseLostError,
+  EFFECT_IN_PROGRESS: EffectInProgressError,
+  UNAUTHENTICATED: UnauthenticatedError,
+  PERMISSION_DENIED: PermissionDeniedError,
+  LIMIT_EXCEEDED: LimitExceededError,
+  UNAVAILABLE: UnavailableError,
+  INTERNAL: InternalError,
+} satisfies { readonly [K in ReasonName]: SeppErrorClass });
 
 /**
  * Makes the error class of `reason` (a plain {@link SeppError} for a reason
@@ -247,54 +272,13 @@ const classes: Record<string, SeppErrorClass> = {
  * @param options - code, metadata, index, cause.
  */
 export function newSeppError(reason: ReasonCode, message: string, options: SeppErrorOptions = {}): SeppError {
-  const cls = classes[reason] ?? SeppError;
+  const cls = Object.hasOwn(reasonClasses, reason) ? reasonClasses[reason as ReasonName] : SeppError;
   return new cls(reason, message, options);
 }
 
-/** google.rpc.ErrorInfo, decoded by hand (reason = 1, domain = 2, metadata = 3). */
-interface ErrorInfo {
-  reason: string;
-  domain: string;
-  metadata: Record<string, string>;
-}
-
-const ERROR_INFO_TYPE = "google.rpc.ErrorInfo";
-
-function decodeErrorInfo(bytes: Uint8Array): ErrorInfo {
-  const info: ErrorInfo = { reason: "", domain: "", metadata: {} };
-  const r = new BinaryReader(bytes);
-  while (r.pos < r.len) {
-    const [field, wt] = r.tag();
-    if (field === 1 && wt === WireType.LengthDelimited) info.reason = r.string();
-    else if (field === 2 && wt === WireType.LengthDelimited) info.domain = r.string();
-    else if (field === 3 && wt === WireType.LengthDelimited) {
-      const entry = new BinaryReader(r.bytes());
-      let k = "";
-      let v = "";
-      while (entry.pos < entry.len) {
-        const [f, w] = entry.tag();
-        if (f === 1 && w === WireType.LengthDelimited) k = entry.string();
-        else if (f === 2 && w === WireType.LengthDelimited) v = entry.string();
-        else entry.skip(w, f);
-      }
-      info.metadata[k] = v;
-    } else r.skip(wt, field);
-  }
-  return info;
-}
-
-/** The Sepp ErrorInfo of a ConnectError, if the server attached one. */
+/** The Sepp ErrorInfo of a ConnectError, if the server attached one (a detail that does not decode is skipped). */
 function errorInfoOf(err: ConnectError): ErrorInfo | undefined {
-  for (const d of err.details) {
-    if (!("type" in d) || d.type !== ERROR_INFO_TYPE) continue;
-    try {
-      const info = decodeErrorInfo(d.value);
-      if (info.reason !== "" && (info.domain === ERROR_DOMAIN || info.domain === "")) return info;
-    } catch {
-      // A detail that does not decode is ignored, as connect-es does.
-    }
-  }
-  return undefined;
+  return err.findDetails(ErrorInfoSchema).find((info) => info.reason !== "" && (info.domain === ERROR_DOMAIN || info.domain === ""));
 }
 
 /** Codes that, without a Sepp ErrorInfo, mean the request's fate is unknown. */

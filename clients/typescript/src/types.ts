@@ -53,6 +53,12 @@ export interface Ack {
   dedupExpiresAt?: Date;
   /** On a hit on a queue with `on_duplicate = "replace"` or `"debounce"`: the waiting original took this request (set only then). */
   replaced?: true;
+  /**
+   * The key the enqueue was judged by: the request's, or the one the server
+   * derived from the payload on a queue with `key_fields` (look it up or
+   * release it with this). Absent for an enqueue without a key.
+   */
+  idempotencyKey?: string;
 }
 
 /** The outcome of one job of a batch: an ack, or the error that job got. */
@@ -99,6 +105,8 @@ export interface Job {
 export interface KeyLookup {
   /** False when no live record exists: never enqueued, expired, or released. */
   found: boolean;
+  /** The key looked up: the one given, or the one the server derived from the payload given. */
+  idempotencyKey: string;
   /** The job the key names (empty when not found). */
   jobId: string;
   /** When the key was first enqueued. */
@@ -119,6 +127,8 @@ export interface KeyRelease {
   released: boolean;
   /** The job the released record pointed to. */
   jobId: string;
+  /** The key released: the one given, or the one the server derived from the payload given. */
+  idempotencyKey: string;
 }
 
 const encoder = new TextEncoder();
@@ -195,6 +205,7 @@ export function ackFromProto(r: EnqueueResponse | undefined): Ack {
     originalEnqueuedAt: dateOf(r?.originalEnqueuedAt),
     dedupExpiresAt: dateOf(r?.dedupExpiresAt),
     ...(r?.replaced ? { replaced: true as const } : {}),
+    ...(r?.idempotencyKey ? { idempotencyKey: r.idempotencyKey } : {}),
   };
 }
 

@@ -14,7 +14,7 @@
  *
  * Delivery is at least once: a job whose worker dies, or whose lease
  * expires, is delivered again. Make handlers idempotent: guard each external
- * effect with `client.effect.do`.
+ * effect with `Effects.do` (`new Effects(client)`).
  *
  * A handler that returns completes the job (its return value, bytes or a
  * string, is stored as the job's result). A thrown error retries the job

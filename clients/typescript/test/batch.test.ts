@@ -142,7 +142,7 @@ test("a keyed enqueue is resent after a transport error, an unkeyed one is not",
     const client = await SeppClient.connect(addr, {
       healthCheck: false,
       batching,
-      retries: { maxRetries: 3, initialDelayMs: 1, maxDelayMs: 2 },
+      retries: { maxRetries: 3 },
       interceptors: [c.interceptor],
     });
     await assert.rejects(client.enqueue({ queue: "q", jobType: "t", idempotencyKey: "k" }), UnavailableError);
@@ -163,7 +163,7 @@ test("a keyed enqueue is resent after a transport error, an unkeyed one is not",
   const c = counter();
   const client = await SeppClient.connect(addr, {
     healthCheck: false,
-    retries: { maxRetries: 2, initialDelayMs: 1, maxDelayMs: 2 },
+    retries: { maxRetries: 2 },
     interceptors: [c.interceptor],
   });
   const settled = await Promise.allSettled(

@@ -45,6 +45,10 @@ key_reuse = "reject_mismatch"
 [[queues]]
 name = "typed"
 job_types = ["charge"]
+
+[[queues]]
+name = "transfers"
+key_fields = ["/account", "/amount"]
 `);
   strict = await TestServer.start(`
 [server]
@@ -180,6 +184,7 @@ test("enqueue with every field, then get, cancel, lookup and release", async () 
     headers: { trace: "abc" },
   });
   assert.equal(ack.deduplicated, false);
+  assert.equal(ack.idempotencyKey, "fields-1");
   assert.ok(ack.dedupExpiresAt && ack.dedupExpiresAt.getTime() > Date.now());
   const job = await client.getJob(ack.jobId);
   assert.equal(job.jobId, ack.jobId);
@@ -197,6 +202,7 @@ test("enqueue with every field, then get, cancel, lookup and release", async () 
   assert.deepEqual([hit.jobId, hit.deduplicated], [ack.jobId, true]);
   const look = await client.lookupIdempotencyKey("fields", "fields-1");
   assert.equal(look.found, true);
+  assert.equal(look.idempotencyKey, "fields-1");
   assert.equal(look.jobId, ack.jobId);
   assert.equal(look.hits, 1n);
   assert.equal(look.state, "scheduled");
@@ -207,7 +213,7 @@ test("enqueue with every field, then get, cancel, lookup and release", async () 
   assert.equal((await client.lookupIdempotencyKey("fields", "fields-1")).state, "cancelled");
 
   const rel = await client.releaseIdempotencyKey("fields", "fields-1");
-  assert.deepEqual(rel, { released: true, jobId: ack.jobId });
+  assert.deepEqual(rel, { released: true, jobId: ack.jobId, idempotencyKey: "fields-1" });
   assert.equal((await client.lookupIdempotencyKey("fields", "fields-1")).found, false);
   assert.equal((await client.releaseIdempotencyKey("fields", "fields-1")).released, false);
   const fresh = await client.enqueue({ queue: "fields", jobType: "receipt", idempotencyKey: "fields-1" });
@@ -220,6 +226,63 @@ test("enqueue with every field, then get, cancel, lookup and release", async () 
   // A string payload is sent as UTF-8.
   const text = await client.enqueue({ queue: "fields", jobType: "t", payload: "héllo" });
   assert.equal(bytesToText((await client.getJob(text.jobId)).payload), "héllo");
+  assert.equal(text.idempotencyKey, undefined, "an enqueue without a key has none");
+});
+
+test("on a queue with key_fields the server says the key: in the ack, and by lookup or release of a payload", async () => {
+  for (const batching of [true, false]) {
+    const client = await SeppClient.connect(server.addr, { batching });
+    const account = `acc-${batching}`;
+    const ack = await client.enqueue({ queue: "transfers", jobType: "move", payload: `{"amount": 100, "account": "${account}"}` });
+    assert.equal(ack.deduplicated, false);
+    // The key docs/idempotency.md shows for such a payload: the fields' values, as canonical JSON.
+    assert.equal(ack.idempotencyKey, `["${account}",100]`);
+    // The same fields written otherwise derive the same key: a hit, and the ack says the key.
+    const retry = await client.enqueue({ queue: "transfers", jobType: "move", payload: `{"account":"${account}","amount":1.00e2,"note":"retry"}` });
+    assert.deepEqual([retry.jobId, retry.deduplicated, retry.idempotencyKey], [ack.jobId, true, ack.idempotencyKey]);
+    const [item] = await client.enqueueBatch([{ queue: "transfers", jobType: "move", payload: `{"account":"${account}","amount":100}` }]);
+    assert.ok(item?.ok);
+    assert.deepEqual([item.ack.jobId, item.ack.idempotencyKey], [ack.jobId, ack.idempotencyKey], "a batch item's ack says its key too");
+
+    // Lookup by payload: the server derives the key and says which.
+    const byPayload = await client.lookupIdempotencyKeyByPayload("transfers", `{"amount":1e2,"account":"${account}"}`);
+    assert.deepEqual([byPayload.found, byPayload.jobId, byPayload.idempotencyKey, byPayload.hits], [true, ack.jobId, ack.idempotencyKey, 2n]);
+    // The ack's key looks up the same record.
+    const byKey = await client.lookupIdempotencyKey("transfers", ack.idempotencyKey!);
+    assert.deepEqual([byKey.found, byKey.jobId, byKey.idempotencyKey], [true, ack.jobId, ack.idempotencyKey]);
+
+    // Release by payload: the next enqueue of that payload is a new job.
+    const rel = await client.releaseIdempotencyKeyByPayload("transfers", new TextEncoder().encode(`{"account":"${account}","amount":100}`));
+    assert.deepEqual(rel, { released: true, jobId: ack.jobId, idempotencyKey: ack.idempotencyKey });
+    const gone = await client.lookupIdempotencyKeyByPayload("transfers", `{"account":"${account}","amount":100}`);
+    assert.deepEqual([gone.found, gone.idempotencyKey], [false, ack.idempotencyKey]);
+    const fresh = await client.enqueue({ queue: "transfers", jobType: "move", payload: `{"account":"${account}","amount":100}` });
+    assert.notEqual(fresh.jobId, ack.jobId);
+    assert.equal(fresh.deduplicated, false);
+  }
+});
+
+test("a payload the server cannot derive a key from is an InvalidFieldError naming what to fix", async () => {
+  const client = await SeppClient.connect(server.addr);
+  // A field missing from the payload: the pointer names it.
+  await assert.rejects(client.lookupIdempotencyKeyByPayload("transfers", '{"account":"acc-1"}'), (err: unknown) => {
+    assert.ok(err instanceof InvalidFieldError, String(err));
+    assert.equal(err.errorMetadata["pointer"], "/amount");
+    return true;
+  });
+  // A queue without key_fields refuses a payload in place of the key.
+  await assert.rejects(client.releaseIdempotencyKeyByPayload("fields", '{"account":"acc-1","amount":1}'), (err: unknown) => {
+    assert.ok(err instanceof InvalidFieldError, String(err));
+    assert.equal(err.errorMetadata["field"], "payload");
+    assert.match(err.rawMessage, /no key_fields/);
+    return true;
+  });
+  // An empty payload is refused before sending: the server would read it as no payload.
+  const c = counter();
+  const counted = await SeppClient.connect(server.addr, { interceptors: [c.interceptor] });
+  const before = c.calls.length;
+  await assert.rejects(counted.lookupIdempotencyKeyByPayload("transfers", ""), InvalidFieldError);
+  assert.deepEqual(c.calls.slice(before), [], "nothing was sent");
 });
 
 test("the bearer token goes out as Authorization: Bearer, on the default and on a custom transport", async () => {

@@ -21,7 +21,7 @@ for (const batching of [true, false]) {
     let failedRpcs = 0;
     const client = await SeppClient.connect(s.addr, {
       batching,
-      retries: { maxRetries: 60, initialDelayMs: 20, maxDelayMs: 500 },
+      retries: { maxRetries: 60 },
       interceptors: [
         (next) => async (req) => {
           try {

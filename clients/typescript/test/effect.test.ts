@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { SeppClient, InvalidEffectKeyError, UnavailableError, type Logger } from "sepp";
+import { SeppClient, Effects, InvalidEffectKeyError, UnavailableError, type Logger } from "sepp";
 import { TestServer, packageDir } from "./server.js";
 
 let server: TestServer;
@@ -45,34 +45,35 @@ test("the lab runs as a program and prints its tables", async () => {
 
 test("a repeat replays the stored result without running fn; doJSON round-trips", async () => {
   const client = await SeppClient.connect(server.addr);
+  const effects = new Effects(client);
   let runs = 0;
   const fn = async () => `receipt-${++runs}`;
-  const first = await client.effect.do("mail.test", "replay-1", fn);
-  const again = await client.effect.do("mail.test", "replay-1", fn);
+  const first = await effects.do("mail.test", "replay-1", fn);
+  const again = await effects.do("mail.test", "replay-1", fn);
   assert.deepEqual([first.text(), first.replayed, again.text(), again.replayed, runs], ["receipt-1", false, "receipt-1", true, 1]);
-  const v = await client.effect.doJSON("charge.test", "c-1", async () => ({ id: "ch_1", amount: 100 }));
-  const w = await client.effect.doJSON("charge.test", "c-1", async () => ({ id: "ch_2", amount: 0 }));
+  const v = await effects.doJSON("charge.test", "c-1", async () => ({ id: "ch_1", amount: 100 }));
+  const w = await effects.doJSON("charge.test", "c-1", async () => ({ id: "ch_2", amount: 0 }));
   assert.deepEqual([v, w], [{ id: "ch_1", amount: 100 }, { id: "ch_1", amount: 100 }]);
   const rec = await client.getEffect("mail.test", "replay-1");
   assert.equal(rec.state, "completed");
 });
 
 test("an error from fn releases the claim, so a retry runs it", async () => {
-  const client = await SeppClient.connect(server.addr);
+  const effects = new Effects(await SeppClient.connect(server.addr));
   let runs = 0;
   await assert.rejects(
-    client.effect.do("mail.test", "flaky-1", async () => {
+    effects.do("mail.test", "flaky-1", async () => {
       runs++;
       throw new Error("smtp down");
     }),
     /smtp down/,
   );
-  const ok = await client.effect.do("mail.test", "flaky-1", async () => `sent after ${++runs}`);
+  const ok = await effects.do("mail.test", "flaky-1", async () => `sent after ${++runs}`);
   assert.deepEqual([ok.text(), ok.replayed, runs], ["sent after 2", false, 2]);
 });
 
 test("fail closed: a bad key or an unreachable server is an error and fn does not run", async () => {
-  const client = await SeppClient.connect(server.addr);
+  const effects = new Effects(await SeppClient.connect(server.addr));
   let runs = 0;
   const fn = async () => {
     runs++;
@@ -85,31 +86,31 @@ test("fail closed: a bad key or an unreachable server is an error and fn does no
     ["mail", "é".repeat(129)],
     ["mail", "\ud800"],
   ] as const) {
-    await assert.rejects(client.effect.do(scope, key, fn), InvalidEffectKeyError, `${scope}/${key.slice(0, 10)}`);
+    await assert.rejects(effects.do(scope, key, fn), InvalidEffectKeyError, `${scope}/${key.slice(0, 10)}`);
   }
   // A colon, a slash, a space, an emoji: ordinary characters.
-  for (const key of ["order-9:invoice", "a/b c", "🧾"]) await client.effect.do("mail.chars", key, fn);
+  for (const key of ["order-9:invoice", "a/b c", "🧾"]) await effects.do("mail.chars", key, fn);
   assert.equal(runs, 3);
 
   const dead = await TestServer.start("");
-  const unreachable = await SeppClient.connect(dead.addr);
+  const unreachable = new Effects(await SeppClient.connect(dead.addr));
   await dead.stop();
   runs = 0;
-  await assert.rejects(unreachable.effect.do("mail", "k", fn), UnavailableError);
+  await assert.rejects(unreachable.do("mail", "k", fn), UnavailableError);
   assert.equal(runs, 0, "fail closed: the effect did not run");
 
   const warnings: string[] = [];
   const logger: Logger = { info() {}, warn: (m) => warnings.push(m) };
-  const res = await unreachable.effect.do("mail", "k", fn, { failOpen: true, logger });
+  const res = await unreachable.do("mail", "k", fn, { failOpen: true, logger });
   assert.deepEqual([res.unprotected, res.text(), runs], [true, "x", 1]);
-  assert.equal(unreachable.effect.unprotectedRuns.get("mail"), 1);
+  assert.equal(unreachable.unprotectedRuns.get("mail"), 1);
   assert.match(warnings[0] ?? "", /UNPROTECTED/);
 });
 
 test("the claim's lease is extended while fn outlives it", async () => {
-  const client = await SeppClient.connect(server.addr);
+  const effects = new Effects(await SeppClient.connect(server.addr));
   let runs = 0;
-  const slow = client.effect.do("mail.test", "slow-1", async (signal) => {
+  const slow = effects.do("mail.test", "slow-1", async (signal) => {
     runs++;
     await new Promise((r) => setTimeout(r, 2500)); // two and a half leases
     assert.equal(signal.aborted, false);
@@ -117,7 +118,7 @@ test("the claim's lease is extended while fn outlives it", async () => {
   }, { leaseMs: 1000 });
   // Past the first lease, another holder in raise mode still finds it in progress.
   await new Promise((r) => setTimeout(r, 1500));
-  await assert.rejects(client.effect.do("mail.test", "slow-1", async () => "other", { mode: "raise" }), (err: unknown) => {
+  await assert.rejects(effects.do("mail.test", "slow-1", async () => "other", { mode: "raise" }), (err: unknown) => {
     return err instanceof Error && (err as { reason?: string }).reason === "EFFECT_IN_PROGRESS";
   });
   assert.equal((await slow).text(), "slow");
