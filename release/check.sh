@@ -38,8 +38,8 @@ cleanup() {
 trap cleanup EXIT
 
 # --- what a fresh Debian machine lacks --------------------------------------
-py=/usr/bin/python3 # Debian's: its python3-httpx and python3-build are for it
-debs=(python3-build python3-setuptools python3-wheel python3-venv python3-httpx file
+py=/usr/bin/python3 # Debian's: its python3-httpx, python3-protobuf and python3-build are for it
+debs=(python3-build python3-setuptools python3-wheel python3-venv python3-httpx python3-protobuf file
   # the crates clients/rust/ci.sh installs: the packaged Cargo.lock names the
   # optional ones too, so cargo package needs them to resolve
   librust-tokio-dev librust-reqwest-dev librust-serde-dev librust-serde-derive-dev
@@ -162,7 +162,7 @@ cmp -s "$app_ts/node_modules/sepp/LICENSE" LICENSE || fail "the npm package has 
 cp clients/typescript/examples/idempotency.mjs "$app_ts/"
 part "TypeScript: npm install sepp-$version.tgz"
 
-# Python: a venv that sees Debian's httpx; the wheel, and the sdist built
+# Python: a venv that sees Debian's httpx and protobuf; the wheel, and the sdist built
 # offline by pip with Debian's setuptools.
 for what in wheel sdist; do
   app="$work/app-python-$what"

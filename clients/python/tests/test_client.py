@@ -58,13 +58,15 @@ async def test_str_payload_and_timedelta_run_at(client: SeppClient, queue: str) 
 
 def test_naive_run_at_is_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
-        EnqueueRequest("q", "t", run_at=datetime.now()).to_json()
+        EnqueueRequest("q", "t", run_at=datetime.now()).to_proto()
 
 
 def test_empty_key_is_sent_not_dropped() -> None:
     """An explicitly empty key is never silently "no key"."""
-    assert EnqueueRequest("q", "t", idempotency_key="").to_json()["idempotencyKey"] == ""
-    assert "idempotencyKey" not in EnqueueRequest("q", "t").to_json()
+    empty = EnqueueRequest("q", "t", idempotency_key="").to_proto()
+    assert empty.HasField("idempotency_key") and empty.idempotency_key == ""
+    assert b'"\x00' in empty.SerializeToString()  # field 4, length 0: on the wire
+    assert not EnqueueRequest("q", "t").to_proto().HasField("idempotency_key")
 
 
 async def test_get_cancel_lookup_release(client: SeppClient, queue: str) -> None:

@@ -88,21 +88,54 @@ async def test_do_json_and_sync_fn(client: SeppClient, queue: str) -> None:
     assert res.value == b"plain"
 
 
-async def test_lease_is_extended_while_fn_runs(client: SeppClient, queue: str) -> None:
-    started = asyncio.Event()
+class _Watched(SeppClient):
+    """A client that tells when the effect helper claimed a key and when it
+    extended a claim, so a test waits on those events instead of on time
+    (every call still goes to the real server)."""
+
+    claims: "list[sepp.EffectClaim]"
+    extensions: "asyncio.Queue[object]"
+
+    async def claim_effect(self, *args, **kwargs):  # type: ignore[no-untyped-def,override]
+        claim = await super().claim_effect(*args, **kwargs)
+        self.claims.append(claim)
+        return claim
+
+    async def extend_effect_lease(self, *args, **kwargs):  # type: ignore[no-untyped-def,override]
+        until = await super().extend_effect_lease(*args, **kwargs)
+        self.extensions.put_nowait(until)
+        return until
+
+
+async def test_lease_is_extended_while_fn_runs(server, queue: str) -> None:  # type: ignore[no-untyped-def]
+    started, finish = asyncio.Event(), asyncio.Event()
 
     async def slow() -> bytes:
         started.set()
-        await asyncio.sleep(3.0)  # three leases of 1 s
+        await finish.wait()
         return b"done"
 
-    task = asyncio.create_task(effect.do(client, queue, "slow", slow, lease=1.0))
-    await started.wait()
-    await asyncio.sleep(1.8)  # past the first lease: only an extension keeps it
-    with pytest.raises(sepp.EffectInProgressError):
-        await effect.do(client, queue, "slow", slow, mode="raise")
-    assert (await task).value == b"done"
-    assert (await effect.do(client, queue, "slow", slow, mode="raise")).replayed
+    async with _Watched.connect(server.url) as c:
+        assert isinstance(c, _Watched)
+        c.claims, c.extensions = [], asyncio.Queue()
+        task = asyncio.create_task(effect.do(c, queue, "slow", slow, lease=1.0))
+        await started.wait()
+        first_end = c.claims[0].lease_expires_at
+        assert c.claims[0].state is sepp.EffectState.ACQUIRED and first_end is not None
+        # The helper extends the claim while fn runs: each extension moves
+        # the lease's end past the one before, the first past the claim's.
+        ends = [await asyncio.wait_for(c.extensions.get(), 10) for _ in range(2)]
+        assert first_end < ends[0] < ends[1], (first_end, ends)  # type: ignore[operator]
+        # The server holds the claim until the last extension's end, not the
+        # first lease's: another caller finds it in progress.
+        holder = await c.claim_effect(queue, "slow")
+        assert holder.state is sepp.EffectState.IN_PROGRESS
+        assert holder.lease_expires_at is not None and holder.lease_expires_at >= ends[1]
+        with pytest.raises(sepp.EffectInProgressError):
+            await effect.do(c, queue, "slow", slow, mode="raise")
+        finish.set()
+        assert (await task).value == b"done"
+        assert (await effect.do(c, queue, "slow", slow, mode="raise")).replayed
 
 
 @pytest.mark.parametrize("scope,key", [("mail", ""), ("", "k"), ("mail", "k" * 257), ("mail", "é" * 129)])

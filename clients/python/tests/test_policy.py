@@ -1,6 +1,7 @@
 """The queue dedup policies against a real server: ``on_duplicate`` =
-replace, debounce and reject, ``require_key``, ``key_fields`` with
-``derive_key``, ``[[queues.rules]]``, and reject in batches, atomic and not.
+replace, debounce and reject, ``require_key``, ``key_fields`` (the key the
+server derived, in the ack, and lookup and release by payload),
+``[[queues.rules]]``, and reject in batches, atomic and not.
 
 One server with every policy on its own queue serves the whole module; each
 test uses keys of its own.
@@ -15,7 +16,7 @@ from typing import AsyncIterator, Iterator
 import pytest
 
 import sepp
-from sepp import EnqueueRequest, JobState, SeppClient, derive_key
+from sepp import EnqueueRequest, JobState, SeppClient
 from sepp_server import SeppServer
 
 CONFIG = """
@@ -177,25 +178,27 @@ async def test_require_key(c: SeppClient) -> None:
     assert not ack.deduplicated
 
 
-async def test_key_fields_derive_the_key_derive_key_computes(c: SeppClient) -> None:
+async def test_key_fields_the_ack_says_the_derived_key(c: SeppClient) -> None:
     account = f"acc-{uuid.uuid4().hex[:8]}"
     payload = f'{{"account":"{account}","amount":100,"note":"first"}}'.encode()
     ack = await c.enqueue(EnqueueRequest("fields-q", "move", payload=payload))
     assert not ack.deduplicated and ack.dedup_expires_at is not None
 
-    k = derive_key(payload, "/account", "/amount")
+    # The server says the key it derived: the canonical JSON of the fields.
+    k = ack.idempotency_key
     assert k == f'["{account}",100]'
-    assert derive_key(b'{"account":"acc-1","amount":100}', "/account", "/amount") == '["acc-1",100]'
     job = await c.get_job(ack.job_id)
     assert job.idempotency_key == k
     look = await c.lookup_idempotency_key("fields-q", k)
-    assert look.found and look.job_id == ack.job_id
+    assert look.found and look.job_id == ack.job_id and look.idempotency_key == k
+    assert 'key_fields=["/account","/amount"]' in look.policy, look.policy
 
     # Other members, another order, 1e2 for 100: the same key, a hit.
     again = await c.enqueue(
         EnqueueRequest("fields-q", "move", payload=f'{{"amount":1e2,"account":"{account}"}}'.encode())
     )
     assert again.deduplicated and again.job_id == ack.job_id and again.payload_mismatch
+    assert again.idempotency_key == k
 
     # Not a JSON object: INVALID_FIELD on the payload itself (pointer "").
     with pytest.raises(sepp.InvalidFieldError) as info:
@@ -204,9 +207,6 @@ async def test_key_fields_derive_the_key_derive_key_computes(c: SeppClient) -> N
     assert err.reason == "INVALID_FIELD" and err.code == "invalid_argument"
     assert err.metadata.get("pointer") == "" and err.metadata.get("field") == "payload"
     assert err.message.startswith("payload: is an array, not a JSON object"), err.message
-    with pytest.raises(sepp.DeriveKeyError) as local:
-        derive_key(b"[1,2]", "/account", "/amount")
-    assert local.value.pointer == "" and local.value.message == err.message
 
     # A missing field: the message and the metadata name its pointer.
     with pytest.raises(sepp.InvalidFieldError) as info:
@@ -214,9 +214,49 @@ async def test_key_fields_derive_the_key_derive_key_computes(c: SeppClient) -> N
     err = info.value
     assert err.metadata.get("pointer") == "/amount"
     assert err.message.startswith('field "/amount": not in the payload'), err.message
-    with pytest.raises(sepp.DeriveKeyError) as local:
-        derive_key(b'{"account":"acc-1"}', "/account", "/amount")
-    assert local.value.pointer == "/amount" and local.value.message == err.message
+
+
+async def test_lookup_and_release_by_payload(c: SeppClient) -> None:
+    account = f"acc-{uuid.uuid4().hex[:8]}"
+    payload = f'{{"account":"{account}","amount":250}}'
+    ack = await c.enqueue(EnqueueRequest("fields-q", "move", payload=payload))
+
+    # Another spelling of the same fields finds the same record; a str
+    # payload is sent as its UTF-8.
+    look = await c.lookup_idempotency_key_by_payload("fields-q", f'{{"amount":2.5e2,"account":"{account}","x":1}}')
+    assert look.found and look.job_id == ack.job_id and look.hits == 0
+    assert look.idempotency_key == ack.idempotency_key == f'["{account}",250]'
+
+    other = await c.lookup_idempotency_key_by_payload("fields-q", f'{{"account":"{account}","amount":251}}'.encode())
+    assert not other.found and other.idempotency_key == f'["{account}",251]'
+
+    rel = await c.release_idempotency_key_by_payload("fields-q", payload.encode())
+    assert rel.released and rel.job_id == ack.job_id and rel.idempotency_key == ack.idempotency_key
+    assert not (await c.lookup_idempotency_key("fields-q", ack.idempotency_key or "")).found
+    again = await c.release_idempotency_key_by_payload("fields-q", payload)
+    assert not again.released and again.idempotency_key == ack.idempotency_key
+    fresh = await c.enqueue(EnqueueRequest("fields-q", "move", payload=payload))
+    assert not fresh.deduplicated and fresh.job_id != ack.job_id
+
+    # A payload that gives no key: the enqueue's INVALID_FIELD, naming the field.
+    with pytest.raises(sepp.InvalidFieldError) as info:
+        await c.lookup_idempotency_key_by_payload("fields-q", b'{"account":"acc-1"}')
+    assert info.value.metadata.get("pointer") == "/amount"
+    # A queue without key_fields has no key to derive: refused.
+    with pytest.raises(sepp.InvalidFieldError):
+        await c.lookup_idempotency_key_by_payload("reject-q", payload)
+    with pytest.raises(sepp.InvalidFieldError):
+        await c.release_idempotency_key_by_payload("reject-q", payload)
+
+
+async def test_the_ack_says_the_given_key_and_none_without(c: SeppClient) -> None:
+    k = key()
+    assert (await c.enqueue(EnqueueRequest("reject-q", "charge", idempotency_key=k))).idempotency_key == k
+    assert (await c.enqueue(EnqueueRequest("replace-q", "sync", payload=b"{}"))).idempotency_key is None
+    results = await c.enqueue_batch(
+        [EnqueueRequest("fields-q", "move", payload=b'{"account":"b","amount":1}'), EnqueueRequest("replace-q", "sync")]
+    )
+    assert [r.unwrap().idempotency_key for r in results] == ['["b",1]', None]
 
 
 async def test_rule_refuses_the_same_fields_under_another_key(c: SeppClient) -> None:

@@ -15,24 +15,25 @@ never become duplicates.
         else:
             print(f"enqueued {ack.job_id}")
 
-The package has four parts:
+The package has three parts, each depending only on those before it:
 
 - :class:`SeppClient` (``sepp.client``): enqueue (one, concurrent calls
-  batched for you, or an explicit batch), jobs, idempotency keys, and the
-  lower-level worker, effect and admin calls;
+  batched for you, or an explicit batch), jobs, idempotency keys (looked up
+  or released by key, or by payload on a queue with ``key_fields``), and
+  the lower-level worker, effect and admin calls;
 - :class:`Worker` (``sepp.worker``): the worker runtime;
 - ``sepp.effect``: ``await effect.do(client, scope, key, fn)``, handler-side
-  idempotency for external effects;
-- :func:`derive_key` (``sepp.jsonkey``): the idempotency key a queue's
-  ``key_fields`` derive from a JSON payload, as the server derives it.
+  idempotency for external effects.
 
 Every error is a :class:`SeppError`, of the subclass of its reason
-(``sepp.errors``).
+(``sepp.errors``; the reasons are those of the proto enum ``sepp.v1.Reason``).
+Calls whose outcome is unknown are resent by the policy every Sepp client
+shares (``sepp.retry``). The wire messages are generated from the protos
+(``sepp.v1``).
 """
 
 from . import effect
-from .client import DEFAULT_ADDRESS, RetryPolicy, SeppClient, check_idempotency_key
-from .jsonkey import DeriveKeyError, derive_key
+from .client import DEFAULT_ADDRESS, SeppClient, check_idempotency_key
 from .errors import (
     BatchTooLargeError,
     DedupRuleViolatedError,
@@ -74,6 +75,7 @@ from .types import (
     QueueInfo,
     Reservation,
 )
+from .retry import RetryPolicy
 from .worker import DeliveredJob, PermanentError, RetryAfterError, Worker
 
 __version__ = "0.1.0"
@@ -83,8 +85,6 @@ __all__ = [
     "SeppClient",
     "RetryPolicy",
     "check_idempotency_key",
-    "derive_key",
-    "DeriveKeyError",
     "EnqueueRequest",
     "Ack",
     "BatchResult",

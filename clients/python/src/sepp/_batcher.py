@@ -16,30 +16,41 @@ more than it brings: measured, the Go rule (send whenever a slot is free)
 broke 32 callers' enqueues into about two RPCs per three jobs here, this rule
 keeps batches near 30.
 
+The batcher knows nothing of the client: it is handed a :data:`Send`
+function that makes one RPC of a list of jobs, and the number of resends
+the retry policy allows (their waits are :func:`sepp.retry.delay`'s).
+
 Everything runs on the event loop's thread, so the state needs no lock.
 Sender tasks are started when calls are pending and a slot is free; each
-ends as soon as ``pending`` is empty. ``close()`` cancels them and fails the
-calls still pending.
+ends as soon as ``pending`` is empty. A call that finds the client idle is
+sent by its caller's task instead. ``close()`` cancels the sender tasks and
+fails the calls still pending.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set
+from typing import Awaitable, Callable, List, Sequence, Set, Union
 
-from .errors import BatchTooLargeError, InternalError, SeppError, UnavailableError, error_for
+from . import retry
+from .errors import BatchTooLargeError, SeppError, UnavailableError
 from .types import Ack
+from .v1 import job_pb2
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import SeppClient
+#: Sends jobs in one RPC (``Enqueue`` for one, ``EnqueueBatch`` for more)
+#: and returns one ack or error per job, in order. It raises what failed the
+#: whole RPC: :class:`~sepp.UnavailableError` when its outcome is unknown,
+#: :class:`~sepp.BatchTooLargeError` when the server takes fewer jobs per
+#: batch, or the one error of a single job's Enqueue.
+Send = Callable[[Sequence[job_pb2.EnqueueRequest]], Awaitable[List[Union[Ack, SeppError]]]]
 
 
 @dataclass
 class _Call:
     """One enqueue waiting in the batcher."""
 
-    body: Dict[str, Any]
+    request: job_pb2.EnqueueRequest
     keyed: bool
     size: int
     future: "asyncio.Future[Ack]" = field(repr=False)
@@ -48,8 +59,9 @@ class _Call:
 class Batcher:
     """Coalesces concurrent enqueues of one client into EnqueueBatch RPCs."""
 
-    def __init__(self, client: "SeppClient", max_in_flight: int, max_batch_size: int, max_batch_bytes: int) -> None:
-        self._client = client
+    def __init__(self, send: Send, retries: int, max_in_flight: int, max_batch_size: int, max_batch_bytes: int) -> None:
+        self._send = send
+        self._retries = retries
         self._max_in_flight = max(1, max_in_flight)
         self._max_batch = max(1, max_batch_size)
         self._max_bytes = max(1, max_batch_bytes)
@@ -61,23 +73,31 @@ class Batcher:
         # many calls are pending: half the last batch.
         self._enough = 1
 
-    async def enqueue(self, body: Dict[str, Any], keyed: bool, size: int) -> Ack:
-        """Enqueues one job (as Connect JSON) and returns its ack."""
+    async def enqueue(self, request: job_pb2.EnqueueRequest, keyed: bool) -> Ack:
+        """Enqueues one job and returns its ack."""
         if self._closed:
             raise UnavailableError("the client is closed")
+        loop = asyncio.get_running_loop()
+        call = _Call(request=request, keyed=keyed, size=len(request.payload), future=loop.create_future())
         if self._senders == 0 and not self._pending:
             # Idle: send this call alone, from the caller's task; hand the
             # slot to a sender task only if calls queued up meanwhile.
             self._senders += 1
             try:
-                return await self._client._enqueue_direct(body, keyed)
+                await self._send_batch([call])
+            except asyncio.CancelledError:
+                # The caller gave up: _send_batch failed its call, and no
+                # one else awaits it, so take its error here lest asyncio
+                # log it as never retrieved.
+                if call.future.done() and not call.future.cancelled():
+                    call.future.exception()
+                raise
             finally:
                 if self._pending and not self._closed:
                     self._start_sender()
                 else:
                     self._senders -= 1
-        loop = asyncio.get_running_loop()
-        call = _Call(body=body, keyed=keyed, size=size, future=loop.create_future())
+            return call.future.result()
         self._pending.append(call)
         if self._senders == 0 or (
             self._senders < self._max_in_flight and len(self._pending) >= self._enough
@@ -134,16 +154,18 @@ class Batcher:
     async def _send_batch(self, batch: List[_Call]) -> None:
         """Sends one batch and answers its calls. Keyed calls whose fate is
         unknown after a transport error are resent with their keys; unkeyed
-        ones get the error (unless the request was certainly not sent)."""
-        policy = self._client._retry
+        ones get the error, since a resend could enqueue them twice."""
         attempt = 0
         while batch:
             try:
-                await self._rpc(batch)
+                self._answer(batch, await self._send([c.request for c in batch]))
                 return
-            except BatchTooLargeError:
+            except BatchTooLargeError as err:
                 if len(batch) == 1:
-                    raise  # cannot happen: a single call goes through Enqueue
+                    # Not from a batch of ours: a single job goes through
+                    # Enqueue. Nothing to split.
+                    self._fail(batch, err)
+                    return
                 # The server's max_batch_size is below ours: learn it and
                 # send the halves.
                 half = len(batch) // 2
@@ -156,57 +178,42 @@ class Batcher:
                 for c in batch:
                     if c.future.done():
                         continue
-                    if (c.keyed or err.unsent) and attempt < policy.max_retries:
+                    if c.keyed and attempt < self._retries and not self._closed:
                         again.append(c)
                     else:
                         c.future.set_exception(err)
                 if again:
-                    await asyncio.sleep(policy.delay(attempt))
+                    await asyncio.sleep(retry.jittered_delay(attempt))
                 batch = again
                 attempt += 1
             except SeppError as err:
-                for c in batch:
-                    if not c.future.done():
-                        c.future.set_exception(err)
+                self._fail(batch, err)
                 return
             except asyncio.CancelledError:
-                for c in batch:
-                    if not c.future.done():
-                        c.future.set_exception(UnavailableError("the client was closed while the enqueue was in flight"))
+                self._fail(batch, UnavailableError("the enqueue was cancelled while in flight: its outcome is unknown"))
                 raise
             except Exception as err:  # pragma: no cover - a bug; never leave a caller hanging
-                for c in batch:
-                    if not c.future.done():
-                        c.future.set_exception(err)
+                self._fail(batch, err)
                 return
 
-    async def _rpc(self, batch: List[_Call]) -> None:
-        """Sends batch as one RPC and answers every call; raises
-        UnavailableError (nothing answered) or BatchTooLargeError."""
-        if len(batch) == 1:
-            call = batch[0]
-            data = await self._client._rpc("sepp.v1.JobService/Enqueue", call.body)
-            if not call.future.done():
-                call.future.set_result(Ack.from_json(data))
-            return
-        data = await self._client._rpc(
-            "sepp.v1.JobService/EnqueueBatch", {"jobs": [c.body for c in batch]}
-        )
-        results = data.get("results") or []
-        if len(results) != len(batch):
-            raise InternalError(
-                f"server answered a batch of {len(batch)} jobs with {len(results)} results"
-            )
+    @staticmethod
+    def _fail(batch: List[_Call], err: BaseException) -> None:
+        """Fails every call of batch still waiting with err."""
+        for c in batch:
+            if not c.future.done():
+                c.future.set_exception(err)
+
+    @staticmethod
+    def _answer(batch: List[_Call], results: List[Union[Ack, SeppError]]) -> None:
+        """Hands each call its ack or error (a caller that gave up gets
+        nothing)."""
         for call, r in zip(batch, results):
             if call.future.done():
                 continue
-            e = r.get("error")
-            if e is not None:
-                call.future.set_exception(
-                    error_for(str(e.get("code", "")), e.get("reason"), str(e.get("message", "")), e.get("metadata"))
-                )
+            if isinstance(r, SeppError):
+                call.future.set_exception(r)
             else:
-                call.future.set_result(Ack.from_json(r.get("ack") or {}))
+                call.future.set_result(r)
 
     async def close(self) -> None:
         """Stops the senders and fails the calls still pending."""
@@ -220,9 +227,4 @@ class Batcher:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
-
-def json_size(body: Dict[str, Any]) -> int:
-    """A cheap estimate of a job's share of a batch: its payload's size."""
-    payload: Optional[str] = body.get("payload")
-    return len(payload) * 3 // 4 if payload else 0
 

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Awaitable, Callable, Dict, Literal, Optional, TypeVar, Union
 
-from .client import SeppClient, _seconds
+from . import _wire
+from .client import SeppClient
 from .errors import EffectInProgressError, InvalidEffectKeyError, LeaseLostError, SeppError, UnavailableError
 from .types import EffectState
 
@@ -171,7 +172,7 @@ async def do(
     check_name("scope", scope)
     check_name("key", key)
     log = logger or _log
-    ttl_s, lease_s, wait_s = _seconds(ttl), _seconds(lease) or 30.0, _seconds(wait_timeout) or 30.0
+    ttl_s, lease_s, wait_s = _wire.seconds(ttl), _wire.seconds(lease) or 30.0, _wire.seconds(wait_timeout) or 30.0
     while True:
         try:
             claim = await client.claim_effect(

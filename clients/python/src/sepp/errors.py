@@ -13,13 +13,20 @@ the reason you care about::
 
 The reason (``err.reason``, e.g. ``"IDEMPOTENCY_KEY_TOO_LONG"``) is the
 stable name the server puts in its ``google.rpc.ErrorInfo`` detail; the class
-is chosen from it, never from the message. A reason this version of the
-client does not know still arrives as a plain :class:`SeppError` carrying it.
+is chosen from it, never from the message. The reasons are the values of the
+proto enum ``sepp.v1.Reason`` (:mod:`sepp.v1.reason_pb2`), the one list of
+them: each class below is registered for its value of the generated enum, so
+a reason the enum no longer has fails at import, and ``tests/test_reasons.py``
+fails when the enum has one that no class stands for. A reason this version
+of the client does not know still arrives as a plain :class:`SeppError`
+carrying it.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Dict, List, Mapping, Optional, Sequence, Type
+from typing import Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Type, TypeVar
+
+from .v1 import reason_pb2
 
 __all__ = [
     "SeppError",
@@ -105,81 +112,103 @@ class SeppError(Exception):
         return f"{type(self).__name__}(code={self.code!r}, reason={self.reason!r}, message={self.message!r})"
 
 
+#: The class of each reason, by the reason's name; filled by _for_reason.
+_BY_REASON: Dict[str, Type[SeppError]] = {}
+
+_E = TypeVar("_E", bound=Type[SeppError])
+
+
+def _for_reason(reason: int) -> Callable[[_E], _E]:
+    """Registers the decorated class as the one of ``reason``, a value of
+    the generated enum; its REASON is the value's name, as the wire carries
+    it."""
+
+    def register(cls: _E) -> _E:
+        name = reason_pb2.Reason.Name(reason)
+        if name in _BY_REASON:
+            raise TypeError(f"{cls.__name__} and {_BY_REASON[name].__name__} both stand for {name}")
+        cls.REASON = name
+        _BY_REASON[name] = cls
+        return cls
+
+    return register
+
+
+@_for_reason(reason_pb2.IDEMPOTENCY_KEY_TOO_LONG)
 class IdempotencyKeyTooLongError(SeppError):
     """The key is longer than ``max_idempotency_key_bytes`` (256 by default),
     counted in bytes of UTF-8 (the seed's ``IdempotencyKeyTooLong``)."""
 
-    REASON = "IDEMPOTENCY_KEY_TOO_LONG"
     CODE = "invalid_argument"
 
 
+@_for_reason(reason_pb2.IDEMPOTENCY_KEY_EMPTY)
 class IdempotencyKeyEmptyError(SeppError):
     """A key was given but is empty. Pass ``idempotency_key=None`` (the
     default) to enqueue without a key; an empty string is refused, since it
     usually means the value meant for the key was missing."""
 
-    REASON = "IDEMPOTENCY_KEY_EMPTY"
     CODE = "invalid_argument"
 
 
+@_for_reason(reason_pb2.IDEMPOTENCY_KEY_CONFLICT)
 class IdempotencyKeyConflictError(SeppError):
     """The key is recorded with a different job type or payload on a queue
     with ``key_reuse = "reject_mismatch"``. Nothing was written."""
 
-    REASON = "IDEMPOTENCY_KEY_CONFLICT"
     CODE = "already_exists"
 
 
+@_for_reason(reason_pb2.IDEMPOTENCY_KEY_REQUIRED)
 class IdempotencyKeyRequiredError(SeppError):
     """The queue has ``require_key = true`` and the job has no key, given or
     derived."""
 
-    REASON = "IDEMPOTENCY_KEY_REQUIRED"
     CODE = "invalid_argument"
 
 
+@_for_reason(reason_pb2.UNKNOWN_QUEUE)
 class UnknownQueueError(SeppError):
     """The queue is not declared and the server runs with ``strict = true``;
     or ``pause_queue`` / ``resume_queue`` named a queue the server does not
     know, without ``create=True`` (``metadata["queue"]`` names it)."""
 
-    REASON = "UNKNOWN_QUEUE"
     CODE = "not_found"
 
 
+@_for_reason(reason_pb2.UNKNOWN_JOB_TYPE)
 class UnknownJobTypeError(SeppError):
     """The job type is not in the queue's ``job_types`` allow-list."""
 
-    REASON = "UNKNOWN_JOB_TYPE"
     CODE = "invalid_argument"
 
 
+@_for_reason(reason_pb2.PAYLOAD_TOO_LARGE)
 class PayloadTooLargeError(SeppError):
     """The payload (or a result) exceeds ``max_payload_bytes``."""
 
-    REASON = "PAYLOAD_TOO_LARGE"
     CODE = "invalid_argument"
 
 
+@_for_reason(reason_pb2.BATCH_TOO_LARGE)
 class BatchTooLargeError(SeppError):
     """The batch has more jobs than ``max_batch_size``."""
 
-    REASON = "BATCH_TOO_LARGE"
     CODE = "invalid_argument"
 
 
+@_for_reason(reason_pb2.INVALID_FIELD)
 class InvalidFieldError(SeppError):
     """Another field is malformed; the message (and ``metadata["field"]``)
     names it."""
 
-    REASON = "INVALID_FIELD"
     CODE = "invalid_argument"
 
 
+@_for_reason(reason_pb2.JOB_NOT_FOUND)
 class JobNotFoundError(SeppError):
     """No job has this id: it never existed, or retention deleted it."""
 
-    REASON = "JOB_NOT_FOUND"
     CODE = "not_found"
 
 
@@ -208,75 +237,75 @@ class NotDeadError(JobNotFoundError):
         super().__init__("no dead job with id " + ", ".join(self.job_ids))
 
 
+@_for_reason(reason_pb2.LEASE_LOST)
 class LeaseLostError(SeppError):
     """The lease token no longer holds the job's (or the effect's) lease:
     another delivery owns it now. Stop working on it."""
 
-    REASON = "LEASE_LOST"
     CODE = "failed_precondition"
 
 
+@_for_reason(reason_pb2.EFFECT_IN_PROGRESS)
 class EffectInProgressError(SeppError):
     """Another holder is running the effect (``effect.do(..., mode="raise")``).
     The worker runtime retries a job that fails with it after one second."""
 
-    REASON = "EFFECT_IN_PROGRESS"
     CODE = "aborted"
 
 
+@_for_reason(reason_pb2.DUPLICATE_JOB)
 class DuplicateJobError(SeppError):
     """A dedup hit on a queue with ``on_duplicate = "reject"``;
     ``metadata["job_id"]`` names the original."""
 
-    REASON = "DUPLICATE_JOB"
     CODE = "already_exists"
 
 
+@_for_reason(reason_pb2.DEDUP_RULE_VIOLATED)
 class DedupRuleViolatedError(SeppError):
     """A ``[[queues.rules]]`` rule matched a job within its window; metadata
     ``rule``, ``job_id`` and ``frees_at`` say which."""
 
-    REASON = "DEDUP_RULE_VIOLATED"
     CODE = "failed_precondition"
 
 
+@_for_reason(reason_pb2.UNAUTHENTICATED)
 class UnauthenticatedError(SeppError):
     """No bearer token, or one that matches none, while the server's
     ``[auth]`` is on."""
 
-    REASON = "UNAUTHENTICATED"
     CODE = "unauthenticated"
 
 
+@_for_reason(reason_pb2.PERMISSION_DENIED)
 class PermissionDeniedError(SeppError):
     """The token's roles or queues do not cover this call."""
 
-    REASON = "PERMISSION_DENIED"
     CODE = "permission_denied"
 
 
+@_for_reason(reason_pb2.LIMIT_EXCEEDED)
 class LimitExceededError(SeppError):
     """A server limit (queues per reserve, long polls, connections); the
     message names the config key."""
 
-    REASON = "LIMIT_EXCEEDED"
     CODE = "resource_exhausted"
 
 
+@_for_reason(reason_pb2.UNAVAILABLE)
 class UnavailableError(SeppError):
     """The server could not be reached, or the call ended before its write
     was acknowledged: the outcome is unknown. A keyed enqueue is safe to
     resend with the same key (the client does so by itself)."""
 
-    REASON = "UNAVAILABLE"
     CODE = "unavailable"
 
 
+@_for_reason(reason_pb2.INTERNAL)
 class InternalError(SeppError):
     """The server failed (a bug or a storage failure), or answered something
     the client cannot read; the message says which."""
 
-    REASON = "INTERNAL"
     CODE = "internal"
 
 
@@ -285,31 +314,6 @@ class InvalidEffectKeyError(InvalidFieldError):
     not a string. Raised by :func:`sepp.effect.do` before anything is sent;
     the effect did not run."""
 
-
-_BY_REASON: Dict[str, Type[SeppError]] = {
-    cls.REASON: cls
-    for cls in (
-        IdempotencyKeyTooLongError,
-        IdempotencyKeyEmptyError,
-        IdempotencyKeyConflictError,
-        IdempotencyKeyRequiredError,
-        UnknownQueueError,
-        UnknownJobTypeError,
-        PayloadTooLargeError,
-        BatchTooLargeError,
-        InvalidFieldError,
-        JobNotFoundError,
-        LeaseLostError,
-        EffectInProgressError,
-        DuplicateJobError,
-        DedupRuleViolatedError,
-        UnauthenticatedError,
-        PermissionDeniedError,
-        LimitExceededError,
-        UnavailableError,
-        InternalError,
-    )
-}
 
 # Reasons for errors that carry none, by Connect code (as the Go client).
 _REASON_BY_CODE = {

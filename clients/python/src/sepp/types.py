@@ -2,18 +2,20 @@
 
 Times are timezone-aware :class:`datetime.datetime` values in UTC; durations
 are seconds (``float``) or :class:`datetime.timedelta`; payloads and results
-are ``bytes``.
+are ``bytes``. Each type is read from (or, for a request, made into) the
+message protoc generates for it (:mod:`sepp.v1`).
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import KW_ONLY, dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Dict, List, Mapping, Optional, Union
+from datetime import datetime, timedelta, timezone
+from typing import Dict, List, Optional, Union
 
 from . import _wire
 from .errors import SeppError
+from .v1 import admin_pb2, effect_pb2, job_pb2, worker_pb2
 
 __all__ = [
     "EnqueueRequest",
@@ -36,7 +38,7 @@ __all__ = [
 Payload = Union[bytes, bytearray, memoryview, str]
 
 
-def _payload_bytes(payload: Payload) -> bytes:
+def payload_bytes(payload: Payload) -> bytes:
     """A payload as bytes (a str is encoded as UTF-8)."""
     if isinstance(payload, str):
         return payload.encode("utf-8")
@@ -92,30 +94,28 @@ class EnqueueRequest:
             )
         if self.run_at is not None and not isinstance(self.run_at, (datetime, timedelta)):
             raise TypeError(f"run_at must be a datetime or timedelta, not {type(self.run_at).__name__}")
-        self.payload = _payload_bytes(self.payload)
+        self.payload = payload_bytes(self.payload)
 
-    def to_json(self) -> Dict[str, Any]:
-        """The request as Connect JSON (an ``sepp.v1.EnqueueRequest``)."""
-        out: Dict[str, Any] = {"queue": self.queue, "jobType": self.job_type}
-        if self.payload:
-            out["payload"] = _wire.b64encode(self.payload)  # type: ignore[arg-type]
+    def to_proto(self) -> job_pb2.EnqueueRequest:
+        """The request as the message sent (an ``sepp.v1.EnqueueRequest``)."""
+        out = job_pb2.EnqueueRequest(
+            queue=self.queue,
+            job_type=self.job_type,
+            payload=self.payload,  # type: ignore[arg-type]
+            priority=int(self.priority),
+            max_attempts=int(self.max_attempts),
+            headers={str(k): str(v) for k, v in self.headers.items()},
+        )
         if self.idempotency_key is not None:
-            # Sent even when empty: the server then refuses it, which is the
+            # Set even when empty (the field is optional, so "set to empty"
+            # reaches the server): the server then refuses it, which is the
             # point (an empty key must never silently mean "no key").
-            out["idempotencyKey"] = self.idempotency_key
-        if self.priority:
-            out["priority"] = int(self.priority)
+            out.idempotency_key = self.idempotency_key
         if self.run_at is not None:
             when = self.run_at
             if isinstance(when, timedelta):
-                from datetime import timezone
-
                 when = datetime.now(timezone.utc) + when
-            out["runAt"] = _wire.format_timestamp(when)
-        if self.max_attempts:
-            out["maxAttempts"] = int(self.max_attempts)
-        if self.headers:
-            out["headers"] = {str(k): str(v) for k, v in self.headers.items()}
+            out.run_at.CopyFrom(_wire.timestamp(when))
         return out
 
 
@@ -136,6 +136,10 @@ class Ack:
         replaced: on a hit on a queue with ``on_duplicate = "replace"`` or
             ``"debounce"``, the waiting original took this request's
             payload, headers, priority and run-at.
+        idempotency_key: the key the enqueue was judged by: the request's,
+            or the one the server derived from the payload on a queue with
+            ``key_fields`` (or ``dedup_by_content``), to look the job up or
+            release its key later; None for an enqueue without a key.
     """
 
     job_id: str
@@ -144,17 +148,20 @@ class Ack:
     original_enqueued_at: Optional[datetime] = None
     dedup_expires_at: Optional[datetime] = None
     replaced: bool = False
+    idempotency_key: Optional[str] = None
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Ack":
+    def from_proto(cls, m: job_pb2.EnqueueResponse) -> "Ack":
         """Reads an ``sepp.v1.EnqueueResponse``."""
         return cls(
-            job_id=str(d.get("jobId", "")),
-            deduplicated=bool(d.get("deduplicated", False)),
-            payload_mismatch=bool(d.get("payloadMismatch", False)),
-            original_enqueued_at=_wire.parse_timestamp(d.get("originalEnqueuedAt")),
-            dedup_expires_at=_wire.parse_timestamp(d.get("dedupExpiresAt")),
-            replaced=bool(d.get("replaced", False)),
+            job_id=m.job_id,
+            deduplicated=m.deduplicated,
+            payload_mismatch=m.payload_mismatch,
+            original_enqueued_at=_wire.datetime_of(m, "original_enqueued_at"),
+            dedup_expires_at=_wire.datetime_of(m, "dedup_expires_at"),
+            replaced=m.replaced,
+            # A key is never empty, so empty means none.
+            idempotency_key=m.idempotency_key or None,
         )
 
 
@@ -195,16 +202,17 @@ class JobState(str, enum.Enum):
     DELETED = "JOB_STATE_DELETED"
 
     @classmethod
-    def parse(cls, value: Any) -> "JobState":
-        """Reads a protojson enum value (its name, or its number)."""
-        if value is None or value == "":
-            return cls.UNSPECIFIED
-        if isinstance(value, int):
-            return list(cls)[value] if 0 <= value < len(cls) else cls.UNSPECIFIED
+    def parse(cls, value: int) -> "JobState":
+        """Reads a ``sepp.v1.JobState`` number; one this version does not
+        know is UNSPECIFIED."""
         try:
-            return cls(value)
+            return cls(job_pb2.JobState.Name(value))
         except ValueError:
             return cls.UNSPECIFIED
+
+    def to_proto(self) -> "job_pb2.JobState":
+        """The ``sepp.v1.JobState`` number."""
+        return job_pb2.JobState.Value(self.value)
 
     @property
     def finished(self) -> bool:
@@ -246,24 +254,24 @@ class Job:
     last_error: str = ""
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Job":
+    def from_proto(cls, m: job_pb2.Job) -> "Job":
         """Reads an ``sepp.v1.Job``."""
         return cls(
-            job_id=str(d.get("jobId", "")),
-            queue=str(d.get("queue", "")),
-            job_type=str(d.get("jobType", "")),
-            payload=_wire.b64decode(d.get("payload")),
-            idempotency_key=d.get("idempotencyKey"),
-            priority=_wire.as_int(d.get("priority")),
-            run_at=_wire.parse_timestamp(d.get("runAt")),
-            max_attempts=_wire.as_int(d.get("maxAttempts")),
-            attempts=_wire.as_int(d.get("attempts")),
-            headers=dict(d.get("headers") or {}),
-            state=JobState.parse(d.get("state")),
-            created_at=_wire.parse_timestamp(d.get("createdAt")),
-            finalized_at=_wire.parse_timestamp(d.get("finalizedAt")),
-            result=_wire.b64decode(d.get("result")),
-            last_error=str(d.get("lastError", "")),
+            job_id=m.job_id,
+            queue=m.queue,
+            job_type=m.job_type,
+            payload=m.payload,
+            idempotency_key=m.idempotency_key if m.HasField("idempotency_key") else None,
+            priority=m.priority,
+            run_at=_wire.datetime_of(m, "run_at"),
+            max_attempts=m.max_attempts,
+            attempts=m.attempts,
+            headers=dict(m.headers),
+            state=JobState.parse(m.state),
+            created_at=_wire.datetime_of(m, "created_at"),
+            finalized_at=_wire.datetime_of(m, "finalized_at"),
+            result=m.result,
+            last_error=m.last_error,
         )
 
 
@@ -279,6 +287,12 @@ class KeyLookup:
         hits: enqueues deduplicated against this record so far.
         state: the job's state now, or ``JobState.DELETED`` when it is gone.
         result: the job's result, if it completed with one.
+        policy: the queue's dedup policy where it is not the default, e.g.
+            ``on_duplicate=reject key_fields=["/account","/amount"]``.
+        idempotency_key: the key looked up: the one given, or the one the
+            server derived from the payload given
+            (:meth:`~sepp.SeppClient.lookup_idempotency_key_by_payload`);
+            set whether or not a record was found.
     """
 
     found: bool
@@ -288,18 +302,22 @@ class KeyLookup:
     hits: int = 0
     state: JobState = JobState.UNSPECIFIED
     result: bytes = b""
+    policy: str = ""
+    idempotency_key: str = ""
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "KeyLookup":
+    def from_proto(cls, m: job_pb2.LookupIdempotencyKeyResponse) -> "KeyLookup":
         """Reads an ``sepp.v1.LookupIdempotencyKeyResponse``."""
         return cls(
-            found=bool(d.get("found", False)),
-            job_id=str(d.get("jobId", "")),
-            first_enqueued_at=_wire.parse_timestamp(d.get("firstEnqueuedAt")),
-            expires_at=_wire.parse_timestamp(d.get("expiresAt")),
-            hits=_wire.as_int(d.get("hits")),
-            state=JobState.parse(d.get("state")),
-            result=_wire.b64decode(d.get("result")),
+            found=m.found,
+            job_id=m.job_id,
+            first_enqueued_at=_wire.datetime_of(m, "first_enqueued_at"),
+            expires_at=_wire.datetime_of(m, "expires_at"),
+            hits=m.hits,
+            state=JobState.parse(m.state),
+            result=m.result,
+            policy=m.policy,
+            idempotency_key=m.idempotency_key,
         )
 
 
@@ -310,10 +328,19 @@ class KeyRelease:
     Attributes:
         released: False when there was no live record to release.
         job_id: the job the released record pointed to.
+        idempotency_key: the key released: the one given, or the one the
+            server derived from the payload given
+            (:meth:`~sepp.SeppClient.release_idempotency_key_by_payload`).
     """
 
     released: bool
     job_id: str = ""
+    idempotency_key: str = ""
+
+    @classmethod
+    def from_proto(cls, m: job_pb2.ReleaseIdempotencyKeyResponse) -> "KeyRelease":
+        """Reads an ``sepp.v1.ReleaseIdempotencyKeyResponse``."""
+        return cls(released=m.released, job_id=m.job_id, idempotency_key=m.idempotency_key)
 
 
 @dataclass(frozen=True)
@@ -335,14 +362,14 @@ class Reservation:
     lease: float
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "Reservation":
+    def from_proto(cls, m: worker_pb2.ReservedJob) -> "Reservation":
         """Reads an ``sepp.v1.ReservedJob``."""
         return cls(
-            job=Job.from_json(d.get("job") or {}),
-            lease_token=str(d.get("leaseToken", "")),
-            attempt=_wire.as_int(d.get("attempt")),
-            lease_expires_at=_wire.parse_timestamp(d.get("leaseExpiresAt")),
-            lease=_wire.as_int(d.get("leaseMs")) / 1000.0,
+            job=Job.from_proto(m.job),
+            lease_token=m.lease_token,
+            attempt=m.attempt,
+            lease_expires_at=_wire.datetime_of(m, "lease_expires_at"),
+            lease=m.lease_ms / 1000.0,
         )
 
 
@@ -379,14 +406,11 @@ class EffectState(str, enum.Enum):
     IN_PROGRESS = "CLAIM_OUTCOME_IN_PROGRESS"
 
     @classmethod
-    def parse(cls, value: Any) -> "EffectState":
-        """Reads a protojson enum value (its name, or its number)."""
-        if value is None or value == "":
-            return cls.UNSPECIFIED
-        if isinstance(value, int):
-            return list(cls)[value] if 0 <= value < len(cls) else cls.UNSPECIFIED
+    def parse(cls, value: int) -> "EffectState":
+        """Reads a ``sepp.v1.ClaimOutcome`` number; one this version does
+        not know is UNSPECIFIED."""
         try:
-            return cls(value)
+            return cls(effect_pb2.ClaimOutcome.Name(value))
         except ValueError:
             return cls.UNSPECIFIED
 
@@ -435,18 +459,18 @@ class QueueInfo:
     paused: bool = False
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> "QueueInfo":
+    def from_proto(cls, m: admin_pb2.QueueInfo) -> "QueueInfo":
         """Reads an ``sepp.v1.QueueInfo``."""
         return cls(
-            name=str(d.get("name", "")),
-            scheduled=_wire.as_int(d.get("scheduled")),
-            available=_wire.as_int(d.get("available")),
-            reserved=_wire.as_int(d.get("reserved")),
-            completed=_wire.as_int(d.get("completed")),
-            dead=_wire.as_int(d.get("dead")),
-            cancelled=_wire.as_int(d.get("cancelled")),
-            dedup_records=_wire.as_int(d.get("dedupRecords")),
-            paused=bool(d.get("paused", False)),
+            name=m.name,
+            scheduled=m.scheduled,
+            available=m.available,
+            reserved=m.reserved,
+            completed=m.completed,
+            dead=m.dead,
+            cancelled=m.cancelled,
+            dedup_records=m.dedup_records,
+            paused=m.paused,
         )
 
 

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Set, Union
 
-from .client import SeppClient, _seconds
+from . import _wire
+from .client import SeppClient
 from .errors import EffectInProgressError, LeaseLostError, SeppError
 from .types import Completion, Job, JobState, Reservation
 
@@ -85,7 +86,7 @@ class RetryAfterError(Exception):
     def __init__(self, message: str = "", *, delay: Union[float, timedelta]) -> None:
         super().__init__(message)
         #: The delay before the retry, in seconds.
-        self.delay: float = _seconds(delay) or 0.0
+        self.delay: float = _wire.seconds(delay) or 0.0
 
 
 @dataclass(frozen=True)
@@ -255,9 +256,9 @@ class Worker:
         if not self.queues:
             raise ValueError("queues is empty: name the queues to work on")
         self.concurrency = max(1, int(concurrency))
-        self.lease = _seconds(lease)
-        self.wait = _seconds(wait) or 10.0
-        self.shutdown_timeout = _seconds(shutdown_timeout) or 30.0
+        self.lease = _wire.seconds(lease)
+        self.wait = _wire.seconds(wait) or 10.0
+        self.shutdown_timeout = _wire.seconds(shutdown_timeout) or 30.0
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.log = logger or _log
         self._handlers: Dict[str, Handler] = {}

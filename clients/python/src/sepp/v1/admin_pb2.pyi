@@ -1,0 +1,119 @@
+from sepp.v1 import job_pb2 as _job_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ["page_size", "page_token", "queue", "state"]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    queue: str
+    state: _job_pb2.JobState
+    def __init__(self, queue: _Optional[str] = ..., state: _Optional[_Union[_job_pb2.JobState, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ["jobs", "next_page_token"]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListQueuesRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListQueuesResponse(_message.Message):
+    __slots__ = ["queues"]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[QueueInfo]
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueInfo, _Mapping]]] = ...) -> None: ...
+
+class PauseQueueRequest(_message.Message):
+    __slots__ = ["create", "queue"]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    create: bool
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., create: bool = ...) -> None: ...
+
+class PauseQueueResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class PurgeDeadJobsRequest(_message.Message):
+    __slots__ = ["all", "job_ids", "queue"]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    all: bool
+    job_ids: _containers.RepeatedScalarFieldContainer[str]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., job_ids: _Optional[_Iterable[str]] = ..., all: bool = ...) -> None: ...
+
+class PurgeDeadJobsResponse(_message.Message):
+    __slots__ = ["missing_job_ids", "purged"]
+    MISSING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    PURGED_FIELD_NUMBER: _ClassVar[int]
+    missing_job_ids: _containers.RepeatedScalarFieldContainer[str]
+    purged: int
+    def __init__(self, purged: _Optional[int] = ..., missing_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class QueueInfo(_message.Message):
+    __slots__ = ["available", "cancelled", "completed", "dead", "dedup_records", "name", "paused", "reserved", "scheduled"]
+    AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_FIELD_NUMBER: _ClassVar[int]
+    DEDUP_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    available: int
+    cancelled: int
+    completed: int
+    dead: int
+    dedup_records: int
+    name: str
+    paused: bool
+    reserved: int
+    scheduled: int
+    def __init__(self, name: _Optional[str] = ..., scheduled: _Optional[int] = ..., available: _Optional[int] = ..., reserved: _Optional[int] = ..., completed: _Optional[int] = ..., dead: _Optional[int] = ..., cancelled: _Optional[int] = ..., dedup_records: _Optional[int] = ..., paused: bool = ...) -> None: ...
+
+class RequeueDeadJobsRequest(_message.Message):
+    __slots__ = ["all", "job_ids", "queue"]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    all: bool
+    job_ids: _containers.RepeatedScalarFieldContainer[str]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., job_ids: _Optional[_Iterable[str]] = ..., all: bool = ...) -> None: ...
+
+class RequeueDeadJobsResponse(_message.Message):
+    __slots__ = ["missing_job_ids", "requeued"]
+    MISSING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    REQUEUED_FIELD_NUMBER: _ClassVar[int]
+    missing_job_ids: _containers.RepeatedScalarFieldContainer[str]
+    requeued: int
+    def __init__(self, requeued: _Optional[int] = ..., missing_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ResumeQueueRequest(_message.Message):
+    __slots__ = ["create", "queue"]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    create: bool
+    queue: str
+    def __init__(self, queue: _Optional[str] = ..., create: bool = ...) -> None: ...
+
+class ResumeQueueResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
