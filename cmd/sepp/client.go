@@ -457,7 +457,7 @@ func keyReleaseCmd(env *cliEnv) *cobra.Command {
 		if released {
 			rows = append(rows, row{"job_id", jobID})
 		}
-		return env.cf.output(env.stdout, &seppv1.ReleaseIdempotencyKeyResponse{Released: released, JobId: jobID}, rows)
+		return env.cf.output(env.stdout, &seppv1.ReleaseIdempotencyKeyResponse{Released: released, JobId: jobID, IdempotencyKey: key}, rows)
 	})
 	return cmd
 }

@@ -45,12 +45,14 @@ func jobProto(j *sepp.Job) *seppv1.Job {
 
 func ackProto(a *sepp.Ack) *seppv1.EnqueueResponse {
 	return &seppv1.EnqueueResponse{JobId: a.JobID, Deduplicated: a.Deduplicated, PayloadMismatch: a.PayloadMismatch,
-		OriginalEnqueuedAt: ts(a.OriginalEnqueuedAt), DedupExpiresAt: ts(a.DedupExpiresAt), Replaced: a.Replaced}
+		OriginalEnqueuedAt: ts(a.OriginalEnqueuedAt), DedupExpiresAt: ts(a.DedupExpiresAt), Replaced: a.Replaced,
+		IdempotencyKey: a.IdempotencyKey}
 }
 
 func lookupProto(l *sepp.KeyLookup) *seppv1.LookupIdempotencyKeyResponse {
 	return &seppv1.LookupIdempotencyKeyResponse{Found: l.Found, JobId: l.JobID, FirstEnqueuedAt: ts(l.FirstEnqueuedAt),
-		ExpiresAt: ts(l.ExpiresAt), Hits: l.Hits, State: stateProto[l.State], Result: l.Result, Policy: l.Policy}
+		ExpiresAt: ts(l.ExpiresAt), Hits: l.Hits, State: stateProto[l.State], Result: l.Result, Policy: l.Policy,
+		IdempotencyKey: l.IdempotencyKey}
 }
 
 func queuesProto(qs []sepp.QueueInfo) *seppv1.ListQueuesResponse {
