@@ -1,12 +1,11 @@
 import { useState } from "preact/hooks";
-import { deriveKey } from "sepp/browser";
 import { api, errText } from "../api";
 import { usePoll, href, navigate } from "../hooks";
 import { Bytes, ErrorBox, Field, StateBadge } from "../components";
 import { fmtDate, ago } from "../format";
 import { useQueueNames } from "./common";
 
-/** "Was this processed?": queue + key (typed, or derived from payload fields) → the dedup record and its job. */
+/** "Was this processed?": queue + key (typed, or derived by the server from a payload) → the dedup record and its job. */
 export function KeysPage(props: { query: URLSearchParams }) {
   const names = useQueueNames();
   const queue = props.query.get("queue") ?? "";
@@ -15,7 +14,6 @@ export function KeysPage(props: { query: URLSearchParams }) {
   const [k, setK] = useState(key);
   const [mode, setMode] = useState<"key" | "payload">("key");
   const [payload, setPayload] = useState("");
-  const [fields, setFields] = useState("");
   const [deriveError, setDeriveError] = useState<string | undefined>();
   const poll = usePoll(
     queue && key
@@ -28,14 +26,15 @@ export function KeysPage(props: { query: URLSearchParams }) {
       : undefined,
     [queue, key],
   );
-  const submit = (e: Event) => {
+  const submit = async (e: Event) => {
     e.preventDefault();
     setDeriveError(undefined);
     let key = k;
     if (mode === "payload") {
+      // The server derives the key from the payload with the queue's
+      // key_fields, as an enqueue of it would, and says which key it was.
       try {
-        const fs = fields.split(/[\s,]+/).filter(Boolean);
-        key = deriveKey(payload, fs);
+        key = (await (await api()).lookupIdempotencyKeyByPayload(q, payload)).idempotencyKey;
         setK(key);
       } catch (err) {
         setDeriveError(errText(err));
@@ -48,7 +47,7 @@ export function KeysPage(props: { query: URLSearchParams }) {
   return (
     <section>
       <h1>Key search</h1>
-      <p class="muted">Was this processed? Look up a queue's dedup record by idempotency key, or derive the key from payload fields as the server does for <code>key_fields</code>.</p>
+      <p class="muted">Was this processed? Look up a queue's dedup record by idempotency key, or by a payload, from which the server derives the key with the queue's <code>key_fields</code>.</p>
       <form class="card form" onSubmit={submit}>
         <div class="filters">
           <label>
@@ -57,7 +56,7 @@ export function KeysPage(props: { query: URLSearchParams }) {
             <datalist id="queue-names">{names.map((n) => <option value={n} />)}</datalist>
           </label>
           <label class="radio"><input type="radio" name="mode" checked={mode === "key"} onChange={() => setMode("key")} /> by key</label>
-          <label class="radio"><input type="radio" name="mode" value="payload" checked={mode === "payload"} onChange={() => setMode("payload")} /> by payload fields</label>
+          <label class="radio"><input type="radio" name="mode" value="payload" checked={mode === "payload"} onChange={() => setMode("payload")} /> by payload</label>
         </div>
         {mode === "key" ? (
           <label class="wide">
@@ -65,16 +64,10 @@ export function KeysPage(props: { query: URLSearchParams }) {
             <input name="key" value={k} onInput={(e) => setK((e.target as HTMLInputElement).value)} required />
           </label>
         ) : (
-          <>
-            <label class="wide">
-              Payload (JSON)
-              <textarea name="payload" rows={4} value={payload} onInput={(e) => setPayload((e.target as HTMLTextAreaElement).value)} placeholder='{"account": "a-1", "amount": 5}' />
-            </label>
-            <label class="wide">
-              Key fields (JSON pointers, comma or space separated)
-              <input name="fields" value={fields} onInput={(e) => setFields((e.target as HTMLInputElement).value)} placeholder="/account /amount" />
-            </label>
-          </>
+          <label class="wide">
+            Payload (JSON; the queue's key_fields derive the key)
+            <textarea name="payload" rows={4} value={payload} onInput={(e) => setPayload((e.target as HTMLTextAreaElement).value)} placeholder='{"account": "a-1", "amount": 5}' required />
+          </label>
         )}
         <button type="submit" class="primary">Look up</button>
         {deriveError && <div class="error">{deriveError}</div>}
