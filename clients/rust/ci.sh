@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CI for the Rust client (sepp-rs): installs what a fresh Debian machine
-# lacks, then runs `cargo test` (unit tests, integration tests against a real
-# `sepp serve`, doc tests; the examples, bench_enqueue included, are built
-# by `cargo test` too).
+# lacks, checks that the committed wire code (src/gen) is what the .proto
+# files generate, then runs `cargo test` (unit tests, integration tests
+# against a real `sepp serve`, doc tests; the examples, bench_enqueue
+# included, are built by `cargo test` too).
 #
 # Uses $SEPP_BIN when set; otherwise the tests build sepp with `go build`.
 # Reuses target/ when present, so a warm run only rebuilds what changed.
@@ -14,9 +15,12 @@ cd "$here"
 # The crates come from Debian's packages (no crate registry is reachable):
 # .cargo/config.toml points cargo at /usr/share/cargo/registry.
 # The rustls feature (tests/tls.rs) needs its crates too, and the openssl CLI
-# makes the test certificates.
+# makes the test certificates. The generator (codegen/) needs prost-build and
+# protoc; the crate itself only prost and prost-types.
 debs=(librust-tokio-dev librust-reqwest-dev librust-serde-dev librust-serde-derive-dev
       librust-serde-json-dev librust-base64-dev librust-bytes-dev librust-log-dev
+      librust-prost-dev librust-prost-types-dev librust-fastrand-dev
+      librust-prost-build-dev protobuf-compiler
       librust-rustls-dev librust-tokio-rustls-dev librust-rustls-pemfile-dev
       librust-hyper-rustls-dev librust-rustls-native-certs-dev librust-ring-dev openssl)
 missing=()
@@ -45,6 +49,20 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 echo "ci.sh: $("$cargo_bin" --version), SEPP_BIN=${SEPP_BIN:-<unset: the tests build it>}"
+
+# The wire code is generated and committed, so that users build without
+# protoc; it must be what the .proto files generate now. Write it again into
+# a temporary folder and compare.
+fresh="$(mktemp -d)"
+trap 'rm -rf "$fresh"' EXIT
+"$cargo_bin" run --quiet --locked --manifest-path codegen/Cargo.toml -- "$fresh/gen"
+if ! diff -ru src/gen "$fresh/gen"; then
+  echo "ci.sh: src/gen differs from what the .proto files generate: run" >&2
+  echo "  cargo run --locked --manifest-path codegen/Cargo.toml" >&2
+  echo "in clients/rust and commit src/gen" >&2
+  exit 1
+fi
+echo "ci.sh: src/gen is what the .proto files generate"
 # With the rustls feature, so tests/tls.rs runs (through a TLS terminator in
 # front of the real server). Each test starts its own servers; the crash
 # tests are the slow ones.

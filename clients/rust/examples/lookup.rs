@@ -25,7 +25,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ack = client.enqueue(request).await?;
     println!("enqueued {} (deduplicated: {})", ack.job_id, ack.deduplicated);
 
-    let lookup = client.lookup_idempotency_key("emails", "reminder-order-8a3f").await?;
+    // The ack says the key the enqueue was judged by (on a queue with
+    // key_fields, the one the server derived from the payload).
+    let key = ack.idempotency_key.expect("a keyed enqueue's ack has its key");
+    let lookup = client.lookup_idempotency_key("emails", &key).await?;
     println!("lookup: found={} job={} state={} hits={}", lookup.found, lookup.job_id, lookup.state, lookup.hits);
 
     let job = client.get_job(&ack.job_id).await?;

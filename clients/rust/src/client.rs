@@ -12,25 +12,31 @@
 //! println!("{} (deduplicated: {})", ack.job_id, ack.deduplicated);
 //! # Ok(()) }
 //! ```
+//!
+//! The client sits on two layers that know nothing of it: the transport
+//! (one Connect call over HTTP) and the batcher, which is handed a function
+//! that sends enqueues through the transport. The effect helper
+//! ([`crate::effect`]) sits on top of the client.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::Bytes;
-use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
+use reqwest::header::HeaderValue;
 
-use crate::batcher::Batcher;
-use crate::effect::Effect;
-use crate::error::{decode_error_info, Error, ErrorDetail, Result, TransportError};
+use crate::batcher::{Batcher, Limits, SendFn};
+use crate::convert::batch_result;
+use crate::error::{Error, Result};
+use crate::pb::health::{health_check_response::ServingStatus, HealthCheckRequest, HealthCheckResponse};
+use crate::pb::sepp_v1 as pb;
+use crate::pb::sepp_v1::Reason;
 use crate::request::{check_idempotency_key, BatchResult, EnqueueAck, EnqueueRequest, DEFAULT_MAX_IDEMPOTENCY_KEY_BYTES};
+use crate::retry;
+use crate::transport::{ms, Transport};
 use crate::types::*;
-use crate::wire;
 
 /// A client of one Sepp server (or of a load balancer in front of several),
-/// speaking Connect JSON over HTTP.
+/// speaking the Connect protocol, binary protobuf messages over HTTP.
 ///
 /// It is cheap to clone (clones share one connection pool and one batcher)
 /// and `Send + Sync`, so one client is meant to be shared by every task of a
@@ -45,42 +51,38 @@ use crate::wire;
 /// Every method needs a Tokio runtime.
 #[derive(Clone)]
 pub struct SeppClient {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Inner>,
 }
 
 impl fmt::Debug for SeppClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SeppClient").field("address", &self.inner.base).field("config", &self.inner.cfg).finish()
+        f.debug_struct("SeppClient").field("address", &self.inner.transport.base).field("config", &self.inner.cfg).finish()
     }
 }
 
-pub(crate) struct Inner {
-    http: reqwest::Client,
-    base: String,
-    auth: Option<HeaderValue>,
-    pub(crate) cfg: Config,
-    pub(crate) batcher: Option<Batcher>,
+struct Inner {
+    transport: Arc<Transport>,
+    cfg: Config,
+    batcher: Option<Batcher<pb::EnqueueRequest, EnqueueAck>>,
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub timeout: Duration,
-    pub enqueue_retries: u32,
-    pub retry_backoff_max: Duration,
-    pub batching: bool,
-    pub max_in_flight: usize,
-    pub max_batch_size: usize,
-    pub max_batch_bytes: usize,
-    pub max_key_bytes: Option<usize>,
-    pub wait_for_server: Option<Duration>,
+struct Config {
+    timeout: Duration,
+    enqueue_retries: u32,
+    batching: bool,
+    max_in_flight: usize,
+    max_batch_size: usize,
+    max_batch_bytes: usize,
+    max_key_bytes: Option<usize>,
+    wait_for_server: Option<Duration>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             timeout: Duration::from_secs(30),
-            enqueue_retries: 8,
-            retry_backoff_max: Duration::from_secs(2),
+            enqueue_retries: retry::DEFAULT_RETRIES,
             batching: true,
             max_in_flight: 2,
             max_batch_size: 1000,
@@ -147,19 +149,12 @@ impl ClientBuilder {
     /// How many times a keyed enqueue (or a batch whose jobs all have keys,
     /// or a Complete, Fail or CompleteEffect, which the server recognises when
     /// repeated with the same token) is resent after a transport error or
-    /// `UNAVAILABLE`, with backoff from
-    /// 25 ms doubling up to [`retry_backoff_max`](Self::retry_backoff_max).
+    /// `UNAVAILABLE`, each resend after the shared policy's full-jitter delay
+    /// ([`retry::delay`]: up to 50 ms doubling to 2 s).
     /// Unkeyed enqueues are never resent: a resend could create a duplicate.
-    /// Default 8 (about 5 s of retrying, enough for a server restart); 0 turns
-    /// retries off.
+    /// Default 5 ([`retry::DEFAULT_RETRIES`]); 0 turns retries off.
     pub fn enqueue_retries(mut self, retries: u32) -> Self {
         self.cfg.enqueue_retries = retries;
-        self
-    }
-
-    /// The longest wait between two resends. Default 2 s.
-    pub fn retry_backoff_max(mut self, max: Duration) -> Self {
-        self.cfg.retry_backoff_max = max;
         self
     }
 
@@ -257,8 +252,19 @@ impl ClientBuilder {
                 Some(v)
             }
         };
-        let batcher = if self.cfg.batching { Some(Batcher::new(self.cfg.max_batch_size)) } else { None };
-        Ok(SeppClient { inner: Arc::new(Inner { http, base, auth, cfg: self.cfg, batcher }) })
+        let transport = Arc::new(Transport { http, base, auth, timeout: self.cfg.timeout });
+        let batcher = if self.cfg.batching {
+            let limits = Limits {
+                max_in_flight: self.cfg.max_in_flight,
+                max_batch_size: self.cfg.max_batch_size,
+                max_batch_bytes: self.cfg.max_batch_bytes,
+                retries: self.cfg.enqueue_retries,
+            };
+            Some(Batcher::new(limits, enqueue_sender(transport.clone())))
+        } else {
+            None
+        };
+        Ok(SeppClient { inner: Arc::new(Inner { transport, cfg: self.cfg, batcher }) })
     }
 
     /// Builds the client and checks that the server answers its health check
@@ -272,7 +278,7 @@ impl ClientBuilder {
             let err = match client.health().await {
                 Ok(()) => {
                     if attempt > 1 {
-                        log::info!("sepp: server is up at {} after {attempt} tries", client.inner.base);
+                        log::info!("sepp: server is up at {} after {attempt} tries", client.address());
                     }
                     return Ok(client);
                 }
@@ -340,20 +346,25 @@ impl SeppClient {
 
     /// The base URL calls go to.
     pub fn address(&self) -> &str {
-        &self.inner.base
+        &self.inner.transport.base
+    }
+
+    fn transport(&self) -> &Transport {
+        &self.inner.transport
     }
 
     /// Checks that the server answers and says SERVING (the Connect form of
     /// `grpc.health.v1.Health/Check`).
     pub async fn health(&self) -> Result<()> {
-        let h: wire::WireHealth = self.inner.unary("grpc.health.v1.Health/Check", &wire::Empty {}).await?;
-        if matches!(h.status.as_str(), "SERVING" | "SERVING_STATUS_SERVING" | "1") {
+        let h: HealthCheckResponse = self.transport().unary("grpc.health.v1.Health/Check", &HealthCheckRequest::default()).await?;
+        if h.status == ServingStatus::Serving as i32 {
             Ok(())
         } else {
-            Err(Error::from_reason(
-                "UNAVAILABLE",
+            let status = ServingStatus::from_i32(h.status).map_or_else(|| h.status.to_string(), |s| s.as_str_name().to_string());
+            Err(Error::new(
+                Reason::Unavailable,
                 "unavailable",
-                format!("the server at {} says {}: its store cannot be read; retry later or use another node", self.inner.base, h.status),
+                format!("the server at {} says {status}: its store cannot be read; retry later or use another node", self.address()),
             ))
         }
     }
@@ -405,11 +416,14 @@ impl SeppClient {
     pub async fn enqueue(&self, request: EnqueueRequest) -> Result<EnqueueAck> {
         request.check(self.inner.cfg.max_key_bytes)?;
         let keyed = request.idempotency_key.is_some();
-        let body = Bytes::from(wire::encode_enqueue(&request));
-        if self.inner.batcher.is_some() {
-            Inner::enqueue_batched(&self.inner, body, keyed, request.payload.len()).await
-        } else {
-            self.inner.enqueue_direct(body, keyed).await
+        let job = request.to_proto();
+        match &self.inner.batcher {
+            Some(b) => b.submit(job, keyed, request.payload.len()).await,
+            None => {
+                let retries = if keyed { self.inner.cfg.enqueue_retries } else { 0 };
+                let ack: pb::EnqueueResponse = retry::resend(retries, || self.transport().unary(ENQUEUE, &job)).await?;
+                Ok(ack.into())
+            }
         }
     }
 
@@ -442,7 +456,7 @@ impl SeppClient {
     /// ```
     pub async fn enqueue_batch(&self, requests: Vec<EnqueueRequest>, atomic: bool) -> Result<Vec<BatchResult>> {
         let mut results: Vec<Option<BatchResult>> = (0..requests.len()).map(|_| None).collect();
-        let mut bodies = Vec::with_capacity(requests.len());
+        let mut jobs = Vec::with_capacity(requests.len());
         let mut index = Vec::with_capacity(requests.len());
         let mut all_keyed = true;
         for (i, r) in requests.iter().enumerate() {
@@ -459,22 +473,13 @@ impl SeppClient {
                 continue;
             }
             all_keyed &= r.idempotency_key.is_some();
-            bodies.push(wire::encode_enqueue(r));
+            jobs.push(r.to_proto());
             index.push(i);
         }
-        if !bodies.is_empty() {
-            let body = Bytes::from(wire::encode_batch(bodies.iter().map(|b| b.as_slice()), atomic));
-            let mut attempt = 0;
-            let res: wire::WireBatchResponse = loop {
-                match self.inner.post("sepp.v1.JobService/EnqueueBatch", body.clone(), self.inner.cfg.timeout).await {
-                    Ok(b) => break self.inner.decode(&b)?,
-                    Err(e) if all_keyed && e.is_retryable() && attempt < self.inner.cfg.enqueue_retries => {
-                        tokio::time::sleep(self.inner.backoff(attempt)).await;
-                        attempt += 1;
-                    }
-                    Err(e) => return Err(e),
-                }
-            };
+        if !jobs.is_empty() {
+            let req = pb::EnqueueBatchRequest { jobs, atomic };
+            let retries = if all_keyed { self.inner.cfg.enqueue_retries } else { 0 };
+            let res: pb::EnqueueBatchResponse = retry::resend(retries, || self.transport().unary(ENQUEUE_BATCH, &req)).await?;
             if res.results.len() != index.len() {
                 return Err(wrong_count(res.results.len(), index.len()));
             }
@@ -487,14 +492,16 @@ impl SeppClient {
 
     /// Reads a job. An unknown id is [`Error::JobNotFound`].
     pub async fn get_job(&self, job_id: &str) -> Result<Job> {
-        let r: wire::WireJobResponse = self.inner.unary("sepp.v1.JobService/GetJob", &wire::JobIdRequest { job_id }).await?;
+        let req = pb::GetJobRequest { job_id: job_id.into() };
+        let r: pb::GetJobResponse = self.transport().unary("sepp.v1.JobService/GetJob", &req).await?;
         Ok(r.job.unwrap_or_default().into())
     }
 
     /// Cancels a job that has not finished and returns it; a finished job is
     /// returned unchanged.
     pub async fn cancel_job(&self, job_id: &str) -> Result<Job> {
-        let r: wire::WireJobResponse = self.inner.unary("sepp.v1.JobService/CancelJob", &wire::JobIdRequest { job_id }).await?;
+        let req = pb::CancelJobRequest { job_id: job_id.into() };
+        let r: pb::CancelJobResponse = self.transport().unary("sepp.v1.JobService/CancelJob", &req).await?;
         Ok(r.job.unwrap_or_default().into())
     }
 
@@ -511,8 +518,30 @@ impl SeppClient {
     /// ```
     pub async fn lookup_idempotency_key(&self, queue: &str, key: &str) -> Result<KeyLookup> {
         check_idempotency_key(key, self.lookup_key_limit())?;
-        let r: wire::WireLookup =
-            self.inner.unary("sepp.v1.JobService/LookupIdempotencyKey", &wire::KeyRequest { queue, idempotency_key: key }).await?;
+        self.lookup(pb::LookupIdempotencyKeyRequest { queue: queue.into(), idempotency_key: key.into(), payload: Vec::new() }).await
+    }
+
+    /// [`lookup_idempotency_key`](Self::lookup_idempotency_key) for the key a
+    /// queue with `key_fields` derives from `payload`: the server derives it
+    /// as an enqueue of `payload` would, and [`KeyLookup::idempotency_key`]
+    /// says which it was. A queue without `key_fields` refuses a payload
+    /// ([`Error::InvalidField`]), as does a payload its fields are not in.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: sepp_rs::client::SeppClient) -> Result<(), sepp_rs::Error> {
+    /// // payments has key_fields = ["/account", "/amount"].
+    /// let lookup = client.lookup_idempotency_key_by_payload("payments", br#"{"account":"acc-123","amount":100}"#).await?;
+    /// println!("key {} found={}", lookup.idempotency_key, lookup.found); // key ["acc-123",100]
+    /// # Ok(()) }
+    /// ```
+    pub async fn lookup_idempotency_key_by_payload(&self, queue: &str, payload: &[u8]) -> Result<KeyLookup> {
+        check_key_payload(payload)?;
+        self.lookup(pb::LookupIdempotencyKeyRequest { queue: queue.into(), idempotency_key: String::new(), payload: payload.to_vec() })
+            .await
+    }
+
+    async fn lookup(&self, req: pb::LookupIdempotencyKeyRequest) -> Result<KeyLookup> {
+        let r: pb::LookupIdempotencyKeyResponse = self.transport().unary("sepp.v1.JobService/LookupIdempotencyKey", &req).await?;
         Ok(r.into())
     }
 
@@ -520,8 +549,20 @@ impl SeppClient {
     /// a new job (an operator's tool). It never touches the job.
     pub async fn release_idempotency_key(&self, queue: &str, key: &str) -> Result<KeyRelease> {
         check_idempotency_key(key, self.lookup_key_limit())?;
-        let r: wire::WireRelease =
-            self.inner.unary("sepp.v1.JobService/ReleaseIdempotencyKey", &wire::KeyRequest { queue, idempotency_key: key }).await?;
+        self.release(pb::ReleaseIdempotencyKeyRequest { queue: queue.into(), idempotency_key: key.into(), payload: Vec::new() }).await
+    }
+
+    /// [`release_idempotency_key`](Self::release_idempotency_key) for the key
+    /// a queue with `key_fields` derives from `payload`, derived by the
+    /// server; [`KeyRelease::idempotency_key`] says which it was.
+    pub async fn release_idempotency_key_by_payload(&self, queue: &str, payload: &[u8]) -> Result<KeyRelease> {
+        check_key_payload(payload)?;
+        self.release(pb::ReleaseIdempotencyKeyRequest { queue: queue.into(), idempotency_key: String::new(), payload: payload.to_vec() })
+            .await
+    }
+
+    async fn release(&self, req: pb::ReleaseIdempotencyKeyRequest) -> Result<KeyRelease> {
+        let r: pb::ReleaseIdempotencyKeyResponse = self.transport().unary("sepp.v1.JobService/ReleaseIdempotencyKey", &req).await?;
         Ok(r.into())
     }
 
@@ -534,26 +575,15 @@ impl SeppClient {
     /// Lists the declared queues and every queue that has jobs, with counts
     /// (an admin call).
     pub async fn list_queues(&self) -> Result<Vec<QueueInfo>> {
-        let r: wire::WireListQueues = self.inner.unary("sepp.v1.AdminService/ListQueues", &wire::Empty {}).await?;
+        let r: pb::ListQueuesResponse = self.transport().unary("sepp.v1.AdminService/ListQueues", &pb::ListQueuesRequest {}).await?;
         Ok(r.queues.into_iter().map(Into::into).collect())
     }
 
     /// Lists jobs by queue and state, a page at a time, oldest first (an admin
     /// call).
     pub async fn list_jobs(&self, request: &ListJobsRequest) -> Result<JobPage> {
-        let r: wire::WireListJobs = self
-            .inner
-            .unary(
-                "sepp.v1.AdminService/ListJobs",
-                &wire::WireListJobsRequest {
-                    queue: &request.queue,
-                    state: request.state.map(JobState::as_proto_name),
-                    page_size: request.page_size,
-                    page_token: &request.page_token,
-                },
-            )
-            .await?;
-        Ok(JobPage { jobs: r.jobs.into_iter().map(Into::into).collect(), next_page_token: r.next_page_token })
+        let r: pb::ListJobsResponse = self.transport().unary("sepp.v1.AdminService/ListJobs", &request.to_proto()).await?;
+        Ok(r.into())
     }
 
     /// Leases up to `max_jobs` jobs from the queues, waiting up to `wait`
@@ -562,15 +592,8 @@ impl SeppClient {
     /// registry); a program that reserves must complete, fail or extend each
     /// job itself before its lease ends.
     pub async fn reserve(&self, request: &ReserveRequest) -> Result<Vec<Reservation>> {
-        let body = wire::WireReserveRequest {
-            queues: &request.queues,
-            worker_id: &request.worker_id,
-            max_jobs: request.max_jobs,
-            lease_ms: request.lease.map_or(0, ms),
-            wait_ms: ms(request.wait),
-        };
-        let r: wire::WireReserveResponse =
-            self.inner.unary_timeout("sepp.v1.WorkerService/Reserve", &body, self.inner.cfg.timeout + request.wait).await?;
+        let timeout = self.inner.cfg.timeout + request.wait;
+        let r: pb::ReserveResponse = self.transport().unary_timeout("sepp.v1.WorkerService/Reserve", &request.to_proto(), timeout).await?;
         Ok(r.jobs.into_iter().map(Into::into).collect())
     }
 
@@ -583,8 +606,8 @@ impl SeppClient {
     /// the same token (up to [`ClientBuilder::enqueue_retries`] times), which
     /// the server answers as a repeat if the first one was committed.
     pub async fn complete(&self, job_id: &str, lease_token: &str, result: &[u8]) -> Result<bool> {
-        let req = wire::WireCompleteRequest { job_id, lease_token, result };
-        let r: wire::WireCompleteResponse = self.inner.resend(|| self.inner.unary("sepp.v1.WorkerService/Complete", &req)).await?;
+        let req = pb::CompleteRequest { job_id: job_id.into(), lease_token: lease_token.into(), result: result.to_vec() };
+        let r: pb::CompleteResponse = self.resend(|| self.transport().unary("sepp.v1.WorkerService/Complete", &req)).await?;
         Ok(r.already_completed)
     }
 
@@ -594,41 +617,27 @@ impl SeppClient {
     /// Resent after transport errors like [`complete`](Self::complete); a
     /// repeat reports `already_failed`.
     pub async fn fail(&self, request: &FailRequest) -> Result<FailOutcome> {
-        let req = wire::WireFailRequest {
-            job_id: &request.job_id,
-            lease_token: &request.lease_token,
-            error: &request.error,
-            retry_after_ms: request.retry_after.map(ms),
-            permanent: request.permanent,
-        };
-        let r: wire::WireFailResponse = self.inner.resend(|| self.inner.unary("sepp.v1.WorkerService/Fail", &req)).await?;
+        let req = request.to_proto();
+        let r: pb::FailResponse = self.resend(|| self.transport().unary("sepp.v1.WorkerService/Fail", &req)).await?;
         Ok(r.into())
     }
 
     /// Keeps a job's lease alive for another `lease` from now, and returns
     /// when it now ends.
     pub async fn extend_lease(&self, job_id: &str, lease_token: &str, lease: Duration) -> Result<Option<SystemTime>> {
-        let r: wire::WireLeaseExpiry = self
-            .inner
-            .unary("sepp.v1.WorkerService/ExtendLease", &wire::WireExtendLeaseRequest { job_id, lease_token, lease_ms: ms(lease) })
-            .await?;
-        Ok(r.lease_expires_at)
+        let req = pb::ExtendLeaseRequest { job_id: job_id.into(), lease_token: lease_token.into(), lease_ms: ms(lease) };
+        let r: pb::ExtendLeaseResponse = self.transport().unary("sepp.v1.WorkerService/ExtendLease", &req).await?;
+        Ok(r.lease_expires_at.and_then(|t| SystemTime::try_from(t).ok()))
     }
 
     /// Claims an effect key. Most programs use [`effect`](Self::effect),
     /// which claims, extends, completes and releases for them.
     pub async fn claim_effect(&self, request: &ClaimEffectRequest) -> Result<EffectClaim> {
-        crate::effect::check_name("scope", &request.scope)?;
-        crate::effect::check_name("key", &request.key)?;
-        let body = wire::WireClaimEffectRequest {
-            scope: &request.scope,
-            key: &request.key,
-            ttl_ms: request.ttl.map_or(0, ms),
-            lease_ms: request.lease.map_or(0, ms),
-            wait_ms: ms(request.wait),
-        };
-        let r: wire::WireClaim =
-            self.inner.unary_timeout("sepp.v1.EffectService/ClaimEffect", &body, self.inner.cfg.timeout + request.wait).await?;
+        check_effect_name("scope", &request.scope)?;
+        check_effect_name("key", &request.key)?;
+        let timeout = self.inner.cfg.timeout + request.wait;
+        let r: pb::ClaimEffectResponse =
+            self.transport().unary_timeout("sepp.v1.EffectService/ClaimEffect", &request.to_proto(), timeout).await?;
         Ok(r.into())
     }
 
@@ -640,95 +649,34 @@ impl SeppClient {
     /// [`ClientBuilder::enqueue_retries`] times): the server answers a repeat
     /// with the same token with the stored result and `already_completed`.
     pub async fn complete_effect(&self, token: &str, result: &[u8]) -> Result<EffectCompletion> {
-        let req = wire::WireCompleteEffectRequest { token, result };
-        let r: wire::WireCompleteEffectResponse =
-            self.inner.resend(|| self.inner.unary("sepp.v1.EffectService/CompleteEffect", &req)).await?;
+        let req = pb::CompleteEffectRequest { token: token.into(), result: result.to_vec() };
+        let r: pb::CompleteEffectResponse = self.resend(|| self.transport().unary("sepp.v1.EffectService/CompleteEffect", &req)).await?;
         Ok(r.into())
     }
 
     /// Gives a claim up after a failed effect, so a retry can run it.
     pub async fn release_effect(&self, token: &str) -> Result<()> {
-        let _: wire::WireIgnored = self.inner.unary("sepp.v1.EffectService/ReleaseEffect", &wire::TokenRequest { token }).await?;
+        let req = pb::ReleaseEffectRequest { token: token.into() };
+        let _: pb::ReleaseEffectResponse = self.transport().unary("sepp.v1.EffectService/ReleaseEffect", &req).await?;
         Ok(())
     }
 
     /// Keeps a claim alive for another `lease` from now, and returns when it
     /// now ends.
     pub async fn extend_effect_lease(&self, token: &str, lease: Duration) -> Result<Option<SystemTime>> {
-        let r: wire::WireLeaseExpiry = self
-            .inner
-            .unary("sepp.v1.EffectService/ExtendEffectLease", &wire::WireExtendEffectLeaseRequest { token, lease_ms: ms(lease) })
-            .await?;
-        Ok(r.lease_expires_at)
+        let req = pb::ExtendEffectLeaseRequest { token: token.into(), lease_ms: ms(lease) };
+        let r: pb::ExtendEffectLeaseResponse = self.transport().unary("sepp.v1.EffectService/ExtendEffectLease", &req).await?;
+        Ok(r.lease_expires_at.and_then(|t| SystemTime::try_from(t).ok()))
     }
 
     /// Reads an effect key without claiming it.
     pub async fn get_effect(&self, scope: &str, key: &str) -> Result<EffectRecord> {
-        let r: wire::WireEffectRecord = self.inner.unary("sepp.v1.EffectService/GetEffect", &wire::ScopeKeyRequest { scope, key }).await?;
+        let req = pb::GetEffectRequest { scope: scope.into(), key: key.into() };
+        let r: pb::GetEffectResponse = self.transport().unary("sepp.v1.EffectService/GetEffect", &req).await?;
         Ok(r.into())
     }
 
-    /// Guards one external effect with the effect key `(scope, key)`: see
-    /// [`Effect`].
-    ///
-    /// ```no_run
-    /// # async fn demo(client: sepp_rs::client::SeppClient) -> Result<(), sepp_rs::Error> {
-    /// let outcome = client
-    ///     .effect("mail.invoice", "order-9.invoice")
-    ///     .wait()
-    ///     .run(|| async { Ok::<_, sepp_rs::Error>(b"em_1".to_vec()) })
-    ///     .await?;
-    /// println!("receipt {:?}, replayed: {}", outcome.value, outcome.replayed);
-    /// # Ok(()) }
-    /// ```
-    pub fn effect(&self, scope: impl Into<String>, key: impl Into<String>) -> Effect {
-        Effect::new(self.clone(), scope.into(), key.into())
-    }
-}
-
-pub(crate) fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-pub(crate) fn wrong_count(got: usize, want: usize) -> Error {
-    Error::from_reason("INTERNAL", "internal", format!("server answered {got} results for a batch of {want} jobs"))
-}
-
-pub(crate) fn batch_result(r: wire::WireBatchResult) -> BatchResult {
-    match (r.ack, r.error) {
-        (_, Some(e)) => Err(Error::from_detail(ErrorDetail {
-            reason: e.reason,
-            code: e.code,
-            message: e.message,
-            index: None,
-            metadata: e.metadata,
-        })),
-        (Some(a), None) => Ok(a.into()),
-        (None, None) => Err(Error::from_reason("INTERNAL", "internal", "server answered a batch item with neither an ack nor an error")),
-    }
-}
-
-impl Inner {
-    /// Sends one enqueue as its own RPC, resending a keyed one after
-    /// transport errors.
-    pub(crate) async fn enqueue_direct(&self, body: Bytes, keyed: bool) -> Result<EnqueueAck> {
-        let mut attempt = 0;
-        loop {
-            match self.post("sepp.v1.JobService/Enqueue", body.clone(), self.cfg.timeout).await {
-                Ok(b) => {
-                    let ack: wire::WireAck = self.decode(&b)?;
-                    return Ok(ack.into());
-                }
-                Err(e) if keyed && e.is_retryable() && attempt < self.cfg.enqueue_retries => {
-                    tokio::time::sleep(self.backoff(attempt)).await;
-                    attempt += 1;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Runs `call` again after retryable errors, with the enqueue backoff:
+    /// Runs `call` again after retryable errors, by the shared retry policy:
     /// for calls whose repeat the server recognises (Complete, Fail,
     /// CompleteEffect with the same token).
     async fn resend<T, F, Fut>(&self, call: F) -> Result<T>
@@ -736,154 +684,49 @@ impl Inner {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let mut attempt = 0;
-        loop {
-            match call().await {
-                Err(e) if e.is_retryable() && attempt < self.cfg.enqueue_retries => {
-                    tokio::time::sleep(self.backoff(attempt)).await;
-                    attempt += 1;
-                }
-                r => return r,
-            }
-        }
+        retry::resend(self.inner.cfg.enqueue_retries, call).await
     }
+}
 
-    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
-        let d = Duration::from_millis(25u64 << attempt.min(16));
-        d.min(self.cfg.retry_backoff_max)
-    }
+const ENQUEUE: &str = "sepp.v1.JobService/Enqueue";
+const ENQUEUE_BATCH: &str = "sepp.v1.JobService/EnqueueBatch";
 
-    async fn unary<Req: Serialize, Resp: DeserializeOwned>(&self, method: &str, req: &Req) -> Result<Resp> {
-        self.unary_timeout(method, req, self.cfg.timeout).await
+/// An empty payload derives no key: the server would take the request for
+/// one with an empty key, and say that instead.
+fn check_key_payload(payload: &[u8]) -> Result<()> {
+    if payload.is_empty() {
+        return Err(Error::invalid_field(
+            "payload",
+            "is empty: give the payload an enqueue would send, for the queue's key_fields to derive the key from",
+        ));
     }
+    Ok(())
+}
 
-    async fn unary_timeout<Req: Serialize, Resp: DeserializeOwned>(&self, method: &str, req: &Req, timeout: Duration) -> Result<Resp> {
-        let body = serde_json::to_vec(req).expect("requests always encode");
-        let b = self.post(method, Bytes::from(body), timeout).await?;
-        self.decode(&b)
-    }
+fn wrong_count(got: usize, want: usize) -> Error {
+    Error::new(Reason::Internal, "internal", format!("server answered {got} results for a batch of {want} jobs"))
+}
 
-    pub(crate) fn decode<T: DeserializeOwned>(&self, body: &[u8]) -> Result<T> {
-        serde_json::from_slice(body).map_err(|e| {
-            Error::from_reason("INTERNAL", "internal", format!("the answer of {} is not the JSON this client expects: {e}", self.base))
-        })
-    }
+/// The batcher's send function for enqueues: one job as an `Enqueue`, more
+/// as a non-atomic `EnqueueBatch`, each job judged alone.
+fn enqueue_sender(transport: Arc<Transport>) -> SendFn<pb::EnqueueRequest, EnqueueAck> {
+    Arc::new(move |jobs| {
+        let transport = transport.clone();
+        Box::pin(async move { send_enqueues(&transport, jobs).await })
+    })
+}
 
-    /// POSTs one Connect unary call and returns the response body, or the
-    /// error the server (or the transport) gave.
-    pub(crate) async fn post(&self, method: &str, body: Bytes, timeout: Duration) -> Result<Bytes> {
-        let mut rb = self
-            .http
-            .post(format!("{}/{}", self.base, method))
-            .header(CONTENT_TYPE, "application/json")
-            .header("Connect-Protocol-Version", "1")
-            .header("Connect-Timeout-Ms", ms(timeout).max(1).to_string())
-            // The server's deadline answer should arrive before ours cuts in.
-            .timeout(timeout + Duration::from_secs(2))
-            .body(body);
-        if let Some(a) = &self.auth {
-            rb = rb.header(AUTHORIZATION, a.clone());
-        }
-        let resp = rb.send().await.map_err(|e| self.transport(e))?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
-        if status.is_success() {
-            Ok(bytes)
-        } else {
-            Err(self.connect_error(status, &bytes))
-        }
+async fn send_enqueues(transport: &Transport, mut jobs: Vec<pb::EnqueueRequest>) -> Result<Vec<BatchResult>> {
+    let want = jobs.len();
+    if want == 1 {
+        let ack: pb::EnqueueResponse = transport.unary(ENQUEUE, &jobs.pop().expect("one job")).await?;
+        return Ok(vec![Ok(ack.into())]);
     }
-
-    fn transport(&self, e: reqwest::Error) -> Error {
-        let mut cause = String::new();
-        let mut src = std::error::Error::source(&e);
-        while let Some(s) = src {
-            let m = s.to_string();
-            if !cause.contains(&m) {
-                if !cause.is_empty() {
-                    cause.push_str(": ");
-                }
-                cause.push_str(&m);
-            }
-            src = s.source();
-        }
-        if cause.is_empty() {
-            cause = e.to_string();
-        }
-        let message = if e.is_timeout() {
-            format!(
-                "no answer from the server at {} in time (timeout {:?}); its outcome is unknown: resend with the same idempotency key",
-                self.base, self.cfg.timeout
-            )
-        } else if e.is_connect() {
-            format!("cannot reach the server at {}: {cause}; is `sepp serve` running there?", self.base)
-        } else {
-            format!("the call to {} got no answer: {cause}; its outcome is unknown: resend with the same idempotency key", self.base)
-        };
-        Error::Transport(TransportError::new(message, e.is_timeout(), Some(Arc::new(e))))
+    let res: pb::EnqueueBatchResponse = transport.unary(ENQUEUE_BATCH, &pb::EnqueueBatchRequest { jobs, atomic: false }).await?;
+    if res.results.len() != want {
+        return Err(wrong_count(res.results.len(), want));
     }
-
-    /// Decodes a Connect error body; falls back on the HTTP status for bodies
-    /// that are not one (a proxy's error page).
-    fn connect_error(&self, status: reqwest::StatusCode, body: &[u8]) -> Error {
-        let parsed: Option<wire::WireError> = serde_json::from_slice(body).ok().filter(|w: &wire::WireError| !w.code.is_empty());
-        let w = match parsed {
-            Some(w) => w,
-            None => {
-                let code = match status.as_u16() {
-                    400 => "internal",
-                    401 => "unauthenticated",
-                    403 => "permission_denied",
-                    404 => "unimplemented",
-                    408 => "deadline_exceeded",
-                    429 | 502 | 503 | 504 => "unavailable",
-                    _ => "unknown",
-                };
-                let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-                let mut message = format!("HTTP {status} from {}", self.base);
-                if !text.trim().is_empty() {
-                    message.push_str(": ");
-                    message.push_str(text.trim());
-                }
-                wire::WireError { code: code.into(), message, details: Vec::new() }
-            }
-        };
-        let mut reason = String::new();
-        let mut metadata = Default::default();
-        for d in &w.details {
-            if d.type_ != "google.rpc.ErrorInfo" {
-                continue;
-            }
-            if let Some((r, md)) = wire::decode_b64(&d.value).and_then(|v| decode_error_info(&v)) {
-                reason = r;
-                metadata = md;
-            } else if let Some(r) = d.debug.as_ref().and_then(|v| v.get("reason")).and_then(|v| v.as_str()) {
-                reason = r.to_string();
-            }
-        }
-        if reason.is_empty() {
-            reason = match w.code.as_str() {
-                "unavailable" | "deadline_exceeded" => "UNAVAILABLE",
-                "unauthenticated" => "UNAUTHENTICATED",
-                "permission_denied" => "PERMISSION_DENIED",
-                "internal" | "unknown" | "data_loss" => "INTERNAL",
-                // No Sepp reason (an RPC-layer error such as a JSON field the
-                // server does not know): the code, as a reason, in Other.
-                code => {
-                    return Error::from_detail(ErrorDetail {
-                        reason: code.to_ascii_uppercase(),
-                        code: w.code.clone(),
-                        message: w.message,
-                        index: None,
-                        metadata,
-                    })
-                }
-            }
-            .to_string();
-        }
-        let index = metadata.get("index").and_then(|i: &String| i.parse().ok());
-        Error::from_detail(ErrorDetail { reason, code: w.code, message: w.message, index, metadata })
-    }
+    Ok(res.results.into_iter().map(batch_result).collect())
 }
 
 #[cfg(test)]

@@ -41,10 +41,10 @@ use serde::Serialize;
 
 use crate::client::SeppClient;
 use crate::error::Error;
-use crate::types::{ClaimEffectRequest, EffectState};
+use crate::pb::sepp_v1::Reason;
+use crate::types::{check_effect_name, ClaimEffectRequest, EffectState};
 
-/// The longest scope or key, in bytes.
-pub const MAX_EFFECT_NAME_BYTES: usize = 256;
+pub use crate::types::MAX_EFFECT_NAME_BYTES;
 
 static UNPROTECTED: AtomicU64 = AtomicU64::new(0);
 
@@ -76,6 +76,27 @@ pub struct EffectOutcome<T = Vec<u8>> {
     pub unprotected: bool,
 }
 
+// The effect helper is a layer on top of the client: it lives here, and the
+// client's module knows nothing of it.
+impl SeppClient {
+    /// Guards one external effect with the effect key `(scope, key)`: see
+    /// [`Effect`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: sepp_rs::client::SeppClient) -> Result<(), sepp_rs::Error> {
+    /// let outcome = client
+    ///     .effect("mail.invoice", "order-9.invoice")
+    ///     .wait()
+    ///     .run(|| async { Ok::<_, sepp_rs::Error>(b"em_1".to_vec()) })
+    ///     .await?;
+    /// println!("receipt {:?}, replayed: {}", outcome.value, outcome.replayed);
+    /// # Ok(()) }
+    /// ```
+    pub fn effect(&self, scope: impl Into<String>, key: impl Into<String>) -> Effect {
+        Effect::new(self.clone(), scope.into(), key.into())
+    }
+}
+
 /// One guarded effect, configured with builder methods and run with
 /// [`run`](Effect::run) or [`run_json`](Effect::run_json). Made by
 /// [`SeppClient::effect`].
@@ -93,7 +114,7 @@ pub struct Effect {
 }
 
 impl Effect {
-    pub(crate) fn new(client: SeppClient, scope: String, key: String) -> Self {
+    fn new(client: SeppClient, scope: String, key: String) -> Self {
         Effect {
             client,
             scope,
@@ -174,8 +195,8 @@ impl Effect {
         Fut: Future<Output = Result<Vec<u8>, E>>,
         E: From<Error>,
     {
-        check_name("scope", &self.scope)?;
-        check_name("key", &self.key)?;
+        check_effect_name("scope", &self.scope)?;
+        check_effect_name("key", &self.key)?;
         let c = &self.client;
         let wait = if self.mode == InFlight::Wait { self.wait_timeout } else { Duration::ZERO };
         let req =
@@ -205,8 +226,8 @@ impl Effect {
                 EffectState::Completed => return Ok(EffectOutcome { value: claim.result, replayed: true, unprotected: false }),
                 EffectState::InProgress if self.mode == InFlight::Raise => {
                     let until = claim.lease_expires_at.map(crate::timefmt::format).unwrap_or_else(|| "its lease ends".into());
-                    return Err(Error::from_reason(
-                        "EFFECT_IN_PROGRESS",
+                    return Err(Error::new(
+                        Reason::EffectInProgress,
                         "aborted",
                         format!("effect {}/{} is being run by another holder until {until}: retry later", self.scope, self.key),
                     )
@@ -280,13 +301,13 @@ impl Effect {
             .run(|| async move {
                 let v = f().await?;
                 serde_json::to_vec(&v).map_err(|e| {
-                    E::from(Error::from_reason("INVALID_FIELD", "invalid_argument", format!("result: cannot be encoded as JSON: {e}")))
+                    E::from(Error::new(Reason::InvalidField, "invalid_argument", format!("result: cannot be encoded as JSON: {e}")))
                 })
             })
             .await?;
         let value = serde_json::from_slice(&out.value).map_err(|e| {
-            E::from(Error::from_reason(
-                "INTERNAL",
+            E::from(Error::new(
+                Reason::Internal,
                 "internal",
                 format!("effect {scope}/{key}: the stored result is not a {}: {e}", std::any::type_name::<T>()),
             ))
@@ -306,25 +327,4 @@ impl Effect {
         }
         std::future::pending::<()>().await
     }
-}
-
-/// The one rule on scopes and keys: 1 to 256 bytes of UTF-8.
-pub(crate) fn check_name(field: &str, v: &str) -> Result<(), Error> {
-    if v.is_empty() {
-        return Err(Error::invalid_field(
-            field,
-            "is empty: name the effect, e.g. scope \"mail.invoice\", key \"order-9.invoice\"; the effect did not run",
-        ));
-    }
-    if v.len() > MAX_EFFECT_NAME_BYTES {
-        return Err(Error::invalid_field(
-            field,
-            format_args!(
-                "is {} bytes; the limit is {}: use a shorter, stable name of the effect; the effect did not run",
-                v.len(),
-                MAX_EFFECT_NAME_BYTES
-            ),
-        ));
-    }
-    Ok(())
 }

@@ -5,106 +5,165 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::pb::sepp_v1::Reason;
+
 /// The result of every fallible call in this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What went wrong, by the server's stable reason code.
-///
-/// Every error answered by the server carries a reason (`google.rpc.ErrorInfo`
-/// in the Connect error, or the `reason` of a batch item), and each reason has
-/// its own variant, so a caller matches on what happened rather than on a
-/// message:
-///
-/// ```
-/// use sepp_rs::{EnqueueRequest, Error};
-///
-/// # async fn demo(client: sepp_rs::client::SeppClient) {
-/// let request = EnqueueRequest::new("payments", "charge")
-///     .unwrap()
-///     .with_idempotency_key("charge-order-77")
-///     .with_payload(br#"{"cents":999}"#.to_vec());
-/// match client.enqueue(request).await {
-///     Ok(ack) => println!("job {}", ack.job_id),
-///     Err(Error::IdempotencyKeyConflict(e)) => println!("key reused for another charge: {}", e.message),
-///     Err(e) if e.is_retryable() => println!("fate unknown, resend with the same key: {e}"),
-///     Err(e) => println!("{e}"),
-/// }
-/// # }
-/// ```
-///
-/// The variants that come from the server hold an [`ErrorDetail`] with the
-/// Connect code, the server's message (written to be acted on) and the
-/// `ErrorInfo` metadata. The client's own checks before sending (key length,
-/// an empty key, a malformed queue name) produce the same variants with the
-/// same messages, and then nothing was sent.
-///
-/// `Display` is `sepp: REASON: message`, e.g.
-/// `sepp: IDEMPOTENCY_KEY_TOO_LONG: idempotency key is 257 bytes; the limit is 256 (max_idempotency_key_bytes): ...`.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub enum Error {
+// The variants for the server's reasons, each named as the generated
+// `Reason` value it stands for (prost writes IDEMPOTENCY_KEY_TOO_LONG as
+// IdempotencyKeyTooLong), so the reason strings come from the enum, never
+// from a copy in this crate. `reasons_are_the_enums` fails when the enum has
+// a value no variant stands for, or the list a value the enum lacks.
+macro_rules! server_reasons {
+    ($($(#[$doc:meta])* $reason:ident,)*) => {
+        /// What went wrong, by the server's stable reason code.
+        ///
+        /// Every error answered by the server carries a reason (`google.rpc.ErrorInfo`
+        /// in the Connect error, or the `reason` of a batch item), and each reason has
+        /// its own variant, so a caller matches on what happened rather than on a
+        /// message:
+        ///
+        /// ```
+        /// use sepp_rs::{EnqueueRequest, Error};
+        ///
+        /// # async fn demo(client: sepp_rs::client::SeppClient) {
+        /// let request = EnqueueRequest::new("payments", "charge")
+        ///     .unwrap()
+        ///     .with_idempotency_key("charge-order-77")
+        ///     .with_payload(br#"{"cents":999}"#.to_vec());
+        /// match client.enqueue(request).await {
+        ///     Ok(ack) => println!("job {}", ack.job_id),
+        ///     Err(Error::IdempotencyKeyConflict(e)) => println!("key reused for another charge: {}", e.message),
+        ///     Err(e) if e.is_retryable() => println!("fate unknown, resend with the same key: {e}"),
+        ///     Err(e) => println!("{e}"),
+        /// }
+        /// # }
+        /// ```
+        ///
+        /// The variants that come from the server hold an [`ErrorDetail`] with the
+        /// Connect code, the server's message (written to be acted on) and the
+        /// `ErrorInfo` metadata. The client's own checks before sending (key length,
+        /// an empty key, a malformed queue name) produce the same variants with the
+        /// same messages, and then nothing was sent.
+        ///
+        /// `Display` is `sepp: REASON: message`, e.g.
+        /// `sepp: IDEMPOTENCY_KEY_TOO_LONG: idempotency key is 257 bytes; the limit is 256 (max_idempotency_key_bytes): ...`.
+        #[derive(Debug, Clone)]
+        #[non_exhaustive]
+        pub enum Error {
+            $($(#[$doc])* $reason(ErrorDetail),)*
+            /// The request did not get an answer: the server could not be reached,
+            /// the connection broke, or the client's timeout passed. The outcome is
+            /// unknown; a keyed enqueue is resent with the same key by the client.
+            Transport(TransportError),
+            /// The client was configured wrongly (a malformed address, an `https://`
+            /// address without a TLS feature, a certificate that does not parse).
+            Config(String),
+            /// A reason this client does not know (from a newer server), or an
+            /// answer without one; `detail.reason` holds what was given.
+            Other(ErrorDetail),
+        }
+
+        /// The reasons a variant stands for, in the order declared.
+        #[cfg(test)]
+        const SERVER_REASONS: &[Reason] = &[$(Reason::$reason),*];
+
+        impl Error {
+            /// The variant for a reason the server sends; `None` for the
+            /// reasons no Sepp call answers with (REASON_UNSPECIFIED, and the
+            /// webhook endpoints' SIGNATURE_INVALID and METHOD_NOT_ALLOWED).
+            fn for_reason(reason: Reason, d: ErrorDetail) -> std::result::Result<Error, ErrorDetail> {
+                match reason {
+                    $(Reason::$reason => Ok(Error::$reason(d)),)*
+                    _ => Err(d),
+                }
+            }
+
+            /// The detail of a server (or local-check) error; `None` for
+            /// [`Error::Transport`] and [`Error::Config`].
+            pub fn detail(&self) -> Option<&ErrorDetail> {
+                match self {
+                    $(Error::$reason(d) => Some(d),)*
+                    Error::Other(d) => Some(d),
+                    Error::Transport(_) | Error::Config(_) => None,
+                }
+            }
+
+            pub(crate) fn detail_mut(&mut self) -> Option<&mut ErrorDetail> {
+                match self {
+                    $(Error::$reason(d) => Some(d),)*
+                    Error::Other(d) => Some(d),
+                    Error::Transport(_) | Error::Config(_) => None,
+                }
+            }
+
+            /// The generated `Reason` this variant stands for; `None` for
+            /// [`Error::Transport`], [`Error::Config`] and [`Error::Other`].
+            #[cfg(test)]
+            fn reason_code(&self) -> Option<Reason> {
+                match self {
+                    $(Error::$reason(_) => Some(Reason::$reason),)*
+                    Error::Other(_) | Error::Transport(_) | Error::Config(_) => None,
+                }
+            }
+        }
+    };
+}
+
+server_reasons! {
     /// `IDEMPOTENCY_KEY_TOO_LONG`: the key is longer than
     /// `max_idempotency_key_bytes` (256 by default), counted in bytes of
     /// UTF-8, not characters. The seed documentation's `IdempotencyKeyTooLong`.
-    IdempotencyKeyTooLong(ErrorDetail),
+    IdempotencyKeyTooLong,
     /// `IDEMPOTENCY_KEY_EMPTY`: a key is present but empty. An empty key is
     /// never taken as "no key": leave the key out to enqueue without dedup.
-    IdempotencyKeyEmpty(ErrorDetail),
+    IdempotencyKeyEmpty,
     /// `IDEMPOTENCY_KEY_CONFLICT`: the key is recorded with a different job
     /// type or payload on a queue with `key_reuse = "reject_mismatch"`.
-    IdempotencyKeyConflict(ErrorDetail),
+    IdempotencyKeyConflict,
     /// `IDEMPOTENCY_KEY_REQUIRED`: the queue has `require_key = true` and the
     /// enqueue had no key, given or derived.
-    IdempotencyKeyRequired(ErrorDetail),
+    IdempotencyKeyRequired,
     /// `UNKNOWN_QUEUE`: the queue is not declared and the server runs with
     /// `strict = true`. Metadata `queue`.
-    UnknownQueue(ErrorDetail),
+    UnknownQueue,
     /// `UNKNOWN_JOB_TYPE`: the queue's `job_types` do not include the job type.
-    UnknownJobType(ErrorDetail),
+    UnknownJobType,
     /// `PAYLOAD_TOO_LARGE`: the payload (or a result) exceeds `max_payload_bytes`.
-    PayloadTooLarge(ErrorDetail),
+    PayloadTooLarge,
     /// `BATCH_TOO_LARGE`: more jobs than `max_batch_size` in one batch.
-    BatchTooLarge(ErrorDetail),
+    BatchTooLarge,
     /// `INVALID_FIELD`: another field is malformed; the message (and the
     /// metadata `field`) names it.
-    InvalidField(ErrorDetail),
+    InvalidField,
     /// `JOB_NOT_FOUND`: no job has this id (it never existed, or retention
     /// deleted it).
-    JobNotFound(ErrorDetail),
+    JobNotFound,
     /// `LEASE_LOST`: the lease token no longer holds the lease (of a job or of
     /// an effect claim). Stop working: another holder owns it.
-    LeaseLost(ErrorDetail),
+    LeaseLost,
     /// `EFFECT_IN_PROGRESS`: another holder is running the effect (raise mode).
     /// Retry later; the next attempt replays the holder's result.
-    EffectInProgress(ErrorDetail),
+    EffectInProgress,
     /// `DUPLICATE_JOB`: a dedup hit on a queue with `on_duplicate = "reject"`;
     /// metadata `job_id` names the original.
-    DuplicateJob(ErrorDetail),
+    DuplicateJob,
     /// `DEDUP_RULE_VIOLATED`: a `[[queues.rules]]` rule matched a job within
     /// its window; metadata `rule`, `job_id`, `frees_at`.
-    DedupRuleViolated(ErrorDetail),
+    DedupRuleViolated,
     /// `UNAUTHENTICATED`: no bearer token, or one that matches none.
-    Unauthenticated(ErrorDetail),
+    Unauthenticated,
     /// `PERMISSION_DENIED`: the token's roles or queues do not cover this call.
-    PermissionDenied(ErrorDetail),
+    PermissionDenied,
     /// `LIMIT_EXCEEDED`: a server limit; the message names the config key.
-    LimitExceeded(ErrorDetail),
+    LimitExceeded,
     /// `UNAVAILABLE`: the server answered that it could not finish the call
     /// (shutting down, deadline exceeded). The outcome is unknown: resend with
     /// the same idempotency key.
-    Unavailable(ErrorDetail),
+    Unavailable,
     /// `INTERNAL`: the server failed; the message says why.
-    Internal(ErrorDetail),
-    /// The request did not get an answer: the server could not be reached,
-    /// the connection broke, or the client's timeout passed. The outcome is
-    /// unknown; a keyed enqueue is resent with the same key by the client.
-    Transport(TransportError),
-    /// The client was configured wrongly (a malformed address, an `https://`
-    /// address without a TLS feature, a certificate that does not parse).
-    Config(String),
-    /// A reason this client does not know (from a newer server), or an
-    /// answer without one; `detail.reason` holds what was given.
-    Other(ErrorDetail),
+    Internal,
 }
 
 /// The parts of an error answered by the server.
@@ -170,101 +229,29 @@ impl Error {
         Error::from_detail(d)
     }
 
+    /// The variant for one of the server's reasons, made by the client.
+    pub(crate) fn new(reason: Reason, code: &str, message: impl Into<String>) -> Error {
+        Error::from_reason(reason.as_str_name(), code, message)
+    }
+
     pub(crate) fn from_detail(d: ErrorDetail) -> Error {
-        match d.reason.as_str() {
-            "IDEMPOTENCY_KEY_TOO_LONG" => Error::IdempotencyKeyTooLong(d),
-            "IDEMPOTENCY_KEY_EMPTY" => Error::IdempotencyKeyEmpty(d),
-            "IDEMPOTENCY_KEY_CONFLICT" => Error::IdempotencyKeyConflict(d),
-            "IDEMPOTENCY_KEY_REQUIRED" => Error::IdempotencyKeyRequired(d),
-            "UNKNOWN_QUEUE" => Error::UnknownQueue(d),
-            "UNKNOWN_JOB_TYPE" => Error::UnknownJobType(d),
-            "PAYLOAD_TOO_LARGE" => Error::PayloadTooLarge(d),
-            "BATCH_TOO_LARGE" => Error::BatchTooLarge(d),
-            "INVALID_FIELD" => Error::InvalidField(d),
-            "JOB_NOT_FOUND" => Error::JobNotFound(d),
-            "LEASE_LOST" => Error::LeaseLost(d),
-            "EFFECT_IN_PROGRESS" => Error::EffectInProgress(d),
-            "DUPLICATE_JOB" => Error::DuplicateJob(d),
-            "DEDUP_RULE_VIOLATED" => Error::DedupRuleViolated(d),
-            "UNAUTHENTICATED" => Error::Unauthenticated(d),
-            "PERMISSION_DENIED" => Error::PermissionDenied(d),
-            "LIMIT_EXCEEDED" => Error::LimitExceeded(d),
-            "UNAVAILABLE" => Error::Unavailable(d),
-            "INTERNAL" => Error::Internal(d),
-            _ => Error::Other(d),
+        match Reason::from_str_name(&d.reason) {
+            Some(reason) => Error::for_reason(reason, d).unwrap_or_else(Error::Other),
+            None => Error::Other(d),
         }
     }
 
-    pub(crate) fn local(reason: &str, message: impl Into<String>) -> Error {
-        Error::from_reason(reason, "invalid_argument", message)
+    /// A local check's error, as the server would have answered it.
+    pub(crate) fn local(reason: Reason, message: impl Into<String>) -> Error {
+        Error::new(reason, "invalid_argument", message)
     }
 
     pub(crate) fn invalid_field(field: &str, message: impl fmt::Display) -> Error {
-        let mut d = ErrorDetail {
-            reason: "INVALID_FIELD".into(),
-            code: "invalid_argument".into(),
-            message: format!("{field}: {message}"),
-            index: None,
-            metadata: BTreeMap::new(),
-        };
-        d.metadata.insert("field".into(), field.into());
-        Error::InvalidField(d)
-    }
-
-    /// The detail of a server (or local-check) error; `None` for
-    /// [`Error::Transport`] and [`Error::Config`].
-    pub fn detail(&self) -> Option<&ErrorDetail> {
-        use Error::*;
-        match self {
-            IdempotencyKeyTooLong(d)
-            | IdempotencyKeyEmpty(d)
-            | IdempotencyKeyConflict(d)
-            | IdempotencyKeyRequired(d)
-            | UnknownQueue(d)
-            | UnknownJobType(d)
-            | PayloadTooLarge(d)
-            | BatchTooLarge(d)
-            | InvalidField(d)
-            | JobNotFound(d)
-            | LeaseLost(d)
-            | EffectInProgress(d)
-            | DuplicateJob(d)
-            | DedupRuleViolated(d)
-            | Unauthenticated(d)
-            | PermissionDenied(d)
-            | LimitExceeded(d)
-            | Unavailable(d)
-            | Internal(d)
-            | Other(d) => Some(d),
-            Transport(_) | Config(_) => None,
+        let mut e = Error::local(Reason::InvalidField, format!("{field}: {message}"));
+        if let Some(d) = e.detail_mut() {
+            d.metadata.insert("field".into(), field.into());
         }
-    }
-
-    pub(crate) fn detail_mut(&mut self) -> Option<&mut ErrorDetail> {
-        use Error::*;
-        match self {
-            IdempotencyKeyTooLong(d)
-            | IdempotencyKeyEmpty(d)
-            | IdempotencyKeyConflict(d)
-            | IdempotencyKeyRequired(d)
-            | UnknownQueue(d)
-            | UnknownJobType(d)
-            | PayloadTooLarge(d)
-            | BatchTooLarge(d)
-            | InvalidField(d)
-            | JobNotFound(d)
-            | LeaseLost(d)
-            | EffectInProgress(d)
-            | DuplicateJob(d)
-            | DedupRuleViolated(d)
-            | Unauthenticated(d)
-            | PermissionDenied(d)
-            | LimitExceeded(d)
-            | Unavailable(d)
-            | Internal(d)
-            | Other(d) => Some(d),
-            Transport(_) | Config(_) => None,
-        }
+        e
     }
 
     /// The reason code: `"IDEMPOTENCY_KEY_TOO_LONG"`, ..., `"TRANSPORT"` for
@@ -305,6 +292,10 @@ impl Error {
     /// said `UNAVAILABLE`): a keyed enqueue can be resent with the same key
     /// and is then a hit if the first one was written. The client does this
     /// itself for keyed enqueues.
+    ///
+    /// This is the one rule of which errors are resent (see
+    /// [`retry`](crate::retry)): `UNAVAILABLE` only, and no answer at all,
+    /// which is `UNAVAILABLE` too in the shared retry policy.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Error::Transport(_) | Error::Unavailable(_))
     }
@@ -332,128 +323,55 @@ impl std::error::Error for Error {
     }
 }
 
-/// Decodes a `google.rpc.ErrorInfo` protobuf message (field 1 reason, 2
-/// domain, 3 map<string, string> metadata).
-pub(crate) fn decode_error_info(buf: &[u8]) -> Option<(String, BTreeMap<String, String>)> {
-    let mut reason = String::new();
-    let mut metadata = BTreeMap::new();
-    let mut r = ProtoReader { buf, pos: 0 };
-    while !r.done() {
-        let (field, wire) = r.tag()?;
-        match (field, wire) {
-            (1, 2) => reason = String::from_utf8(r.bytes()?.to_vec()).ok()?,
-            (3, 2) => {
-                let entry = r.bytes()?;
-                let mut e = ProtoReader { buf: entry, pos: 0 };
-                let (mut k, mut v) = (String::new(), String::new());
-                while !e.done() {
-                    let (f, w) = e.tag()?;
-                    match (f, w) {
-                        (1, 2) => k = String::from_utf8(e.bytes()?.to_vec()).ok()?,
-                        (2, 2) => v = String::from_utf8(e.bytes()?.to_vec()).ok()?,
-                        (_, w) => e.skip(w)?,
-                    }
-                }
-                metadata.insert(k, v);
-            }
-            (_, w) => r.skip(w)?,
-        }
-    }
-    Some((reason, metadata))
-}
-
-struct ProtoReader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> ProtoReader<'a> {
-    fn done(&self) -> bool {
-        self.pos >= self.buf.len()
-    }
-    fn varint(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = *self.buf.get(self.pos)?;
-            self.pos += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
-    fn tag(&mut self) -> Option<(u64, u64)> {
-        let t = self.varint()?;
-        Some((t >> 3, t & 7))
-    }
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        let n = self.varint()? as usize;
-        let end = self.pos.checked_add(n)?;
-        let b = self.buf.get(self.pos..end)?;
-        self.pos = end;
-        Some(b)
-    }
-    fn skip(&mut self, wire: u64) -> Option<()> {
-        match wire {
-            0 => {
-                self.varint()?;
-            }
-            1 => self.pos += 8,
-            2 => {
-                self.bytes()?;
-            }
-            5 => self.pos += 4,
-            _ => return None,
-        }
-        if self.pos > self.buf.len() {
-            return None;
-        }
-        Some(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every value of the generated enum, the numbers it was given being
+    /// small and dense (0 to 21 today).
+    fn every_reason() -> Vec<Reason> {
+        (0..=i32::from(u16::MAX)).filter_map(Reason::from_i32).collect()
+    }
+
+    /// Not reasons a call of the client's can get: no reason at all, and
+    /// the answers of the webhook endpoints, which only webhook senders call.
+    const NOT_FOR_CLIENTS: [Reason; 3] = [Reason::Unspecified, Reason::SignatureInvalid, Reason::MethodNotAllowed];
+
     #[test]
-    fn decodes_error_info_with_metadata() {
-        // From docs/errors.md: IDEMPOTENCY_KEY_EMPTY, domain sepp.dev, index=1.
-        let raw = base64::decode_config("ChVJREVNUE9URU5DWV9LRVlfRU1QVFkSCHNlcHAuZGV2GgoKBWluZGV4EgEx", base64::STANDARD_NO_PAD).unwrap();
-        let (reason, md) = decode_error_info(&raw).unwrap();
-        assert_eq!(reason, "IDEMPOTENCY_KEY_EMPTY");
-        assert_eq!(md.get("index").map(String::as_str), Some("1"));
+    fn reasons_are_the_enums() {
+        let enum_reasons: Vec<Reason> = every_reason().into_iter().filter(|r| !NOT_FOR_CLIENTS.contains(r)).collect();
+        assert!(enum_reasons.len() > 10, "the generated enum has only {enum_reasons:?}");
+        let missing: Vec<&str> = enum_reasons.iter().filter(|r| !SERVER_REASONS.contains(r)).map(|r| r.as_str_name()).collect();
+        assert!(missing.is_empty(), "sepp.v1.Reason has {missing:?}, which Error has no variant for: add them to server_reasons!");
+        let extra: Vec<&str> = SERVER_REASONS.iter().filter(|r| !enum_reasons.contains(r)).map(|r| r.as_str_name()).collect();
+        assert!(extra.is_empty(), "Error has variants for {extra:?}, which no Sepp call answers with");
+        let mut seen = SERVER_REASONS.to_vec();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), SERVER_REASONS.len(), "a reason is listed twice in server_reasons!");
+
+        // Each reason's string, as the server sends it, gives its variant,
+        // which gives the string back.
+        for reason in &enum_reasons {
+            let name = reason.as_str_name();
+            let e = Error::from_reason(name, "x", "m");
+            assert_eq!(e.reason_code(), Some(*reason), "{name} gives {e:?}");
+            assert_eq!(e.reason(), name);
+            assert_eq!(e.to_string(), format!("sepp: {name}: m"));
+        }
+        for reason in NOT_FOR_CLIENTS {
+            assert!(matches!(Error::from_reason(reason.as_str_name(), "x", "m"), Error::Other(_)), "{reason:?}");
+        }
+        assert!(matches!(Error::from_reason("SOMETHING_NEW", "x", "m"), Error::Other(_)));
     }
 
     #[test]
-    fn every_reason_has_its_variant() {
-        for reason in [
-            "IDEMPOTENCY_KEY_TOO_LONG",
-            "IDEMPOTENCY_KEY_EMPTY",
-            "IDEMPOTENCY_KEY_CONFLICT",
-            "IDEMPOTENCY_KEY_REQUIRED",
-            "UNKNOWN_QUEUE",
-            "UNKNOWN_JOB_TYPE",
-            "PAYLOAD_TOO_LARGE",
-            "BATCH_TOO_LARGE",
-            "INVALID_FIELD",
-            "JOB_NOT_FOUND",
-            "LEASE_LOST",
-            "EFFECT_IN_PROGRESS",
-            "DUPLICATE_JOB",
-            "DEDUP_RULE_VIOLATED",
-            "UNAUTHENTICATED",
-            "PERMISSION_DENIED",
-            "LIMIT_EXCEEDED",
-            "UNAVAILABLE",
-            "INTERNAL",
-        ] {
-            let e = Error::from_reason(reason, "x", "m");
-            assert!(!matches!(e, Error::Other(_)), "{reason} has no variant");
-            assert_eq!(e.reason(), reason);
-            assert_eq!(e.to_string(), format!("sepp: {reason}: m"));
+    fn only_unavailable_and_no_answer_are_retryable() {
+        for reason in every_reason() {
+            let e = Error::from_reason(reason.as_str_name(), "x", "m");
+            assert_eq!(e.is_retryable(), reason == Reason::Unavailable, "{reason:?}");
         }
-        assert!(matches!(Error::from_reason("SOMETHING_NEW", "x", "m"), Error::Other(_)));
+        assert!(Error::Transport(TransportError::new("no answer".into(), false, None)).is_retryable());
+        assert!(!Error::Config("bad".into()).is_retryable());
     }
 }

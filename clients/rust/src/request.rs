@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
+use crate::pb::sepp_v1::Reason;
 
 /// The longest queue name or job type the server accepts, in bytes.
 pub const MAX_NAME_BYTES: usize = 255;
@@ -212,14 +213,14 @@ pub(crate) fn check_queue_name(queue: &str) -> Result<()> {
 pub(crate) fn check_idempotency_key(key: &str, max: Option<usize>) -> Result<()> {
     if key.is_empty() {
         return Err(Error::local(
-            "IDEMPOTENCY_KEY_EMPTY",
+            Reason::IdempotencyKeyEmpty,
             "idempotency key is empty: omit the field to enqueue without dedup, or derive a key from what the job is about",
         ));
     }
     if let Some(max) = max {
         if key.len() > max {
             return Err(Error::local(
-                "IDEMPOTENCY_KEY_TOO_LONG",
+                Reason::IdempotencyKeyTooLong,
                 format!(
                     "idempotency key is {} bytes; the limit is {} (max_idempotency_key_bytes): use a shorter, stable id such as the entity or event id",
                     key.len(),
@@ -251,6 +252,12 @@ pub struct EnqueueAck {
     /// the waiting original took this request's payload, headers, priority
     /// and run-at.
     pub replaced: bool,
+    /// The key this enqueue was judged by: the request's, or the one the
+    /// server derived from the payload on a queue with `key_fields`. `None`
+    /// for an enqueue without a key. Look the job up or release it later
+    /// with this key, or by its payload
+    /// ([`lookup_idempotency_key_by_payload`](crate::client::SeppClient::lookup_idempotency_key_by_payload)).
+    pub idempotency_key: Option<String>,
 }
 
 /// The outcome of one job of [`SeppClient::enqueue_batch`](crate::client::SeppClient::enqueue_batch):

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
+use crate::error::Error;
+
 /// Where a job is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -30,29 +32,7 @@ pub enum JobState {
 impl JobState {
     /// The proto enum name, e.g. `"JOB_STATE_COMPLETED"`.
     pub fn as_proto_name(self) -> &'static str {
-        match self {
-            JobState::Scheduled => "JOB_STATE_SCHEDULED",
-            JobState::Available => "JOB_STATE_AVAILABLE",
-            JobState::Reserved => "JOB_STATE_RESERVED",
-            JobState::Completed => "JOB_STATE_COMPLETED",
-            JobState::Dead => "JOB_STATE_DEAD",
-            JobState::Cancelled => "JOB_STATE_CANCELLED",
-            JobState::Deleted => "JOB_STATE_DELETED",
-            JobState::Unspecified => "JOB_STATE_UNSPECIFIED",
-        }
-    }
-
-    pub(crate) fn from_proto(name: &str) -> JobState {
-        match name {
-            "JOB_STATE_SCHEDULED" | "1" => JobState::Scheduled,
-            "JOB_STATE_AVAILABLE" | "2" => JobState::Available,
-            "JOB_STATE_RESERVED" | "3" => JobState::Reserved,
-            "JOB_STATE_COMPLETED" | "4" => JobState::Completed,
-            "JOB_STATE_DEAD" | "5" => JobState::Dead,
-            "JOB_STATE_CANCELLED" | "6" => JobState::Cancelled,
-            "JOB_STATE_DELETED" | "7" => JobState::Deleted,
-            _ => JobState::Unspecified,
-        }
+        self.to_proto().as_str_name()
     }
 }
 
@@ -116,6 +96,10 @@ pub struct KeyLookup {
     pub state: JobState,
     /// The job's result, if it completed with one.
     pub result: Vec<u8>,
+    /// The key looked up: the one given, or the one the server derived from
+    /// the payload given
+    /// ([`lookup_idempotency_key_by_payload`](crate::client::SeppClient::lookup_idempotency_key_by_payload)).
+    pub idempotency_key: String,
 }
 
 /// The answer to [`SeppClient::release_idempotency_key`](crate::client::SeppClient::release_idempotency_key).
@@ -125,6 +109,10 @@ pub struct KeyRelease {
     pub released: bool,
     /// The job the released record pointed to.
     pub job_id: String,
+    /// The key released: the one given, or the one the server derived from
+    /// the payload given
+    /// ([`release_idempotency_key_by_payload`](crate::client::SeppClient::release_idempotency_key_by_payload)).
+    pub idempotency_key: String,
 }
 
 /// A queue: its jobs by state, its live dedup records, and whether delivery
@@ -184,16 +172,6 @@ pub enum EffectState {
     InProgress,
 }
 
-impl EffectState {
-    pub(crate) fn from_proto(name: &str) -> EffectState {
-        match name {
-            "CLAIM_OUTCOME_ACQUIRED" | "1" => EffectState::Acquired,
-            "CLAIM_OUTCOME_COMPLETED" | "2" => EffectState::Completed,
-            _ => EffectState::InProgress,
-        }
-    }
-}
-
 /// A claim of an effect key. Most programs use
 /// [`SeppClient::effect`](crate::client::SeppClient::effect), which claims,
 /// extends, completes and releases for them.
@@ -216,6 +194,30 @@ impl ClaimEffectRequest {
     pub fn new(scope: impl Into<String>, key: impl Into<String>) -> Self {
         ClaimEffectRequest { scope: scope.into(), key: key.into(), ttl: None, lease: None, wait: Duration::ZERO }
     }
+}
+
+/// The longest effect scope or key, in bytes.
+pub const MAX_EFFECT_NAME_BYTES: usize = 256;
+
+/// The one rule on effect scopes and keys: 1 to 256 bytes of UTF-8.
+pub(crate) fn check_effect_name(field: &str, v: &str) -> Result<(), Error> {
+    if v.is_empty() {
+        return Err(Error::invalid_field(
+            field,
+            "is empty: name the effect, e.g. scope \"mail.invoice\", key \"order-9.invoice\"; the effect did not run",
+        ));
+    }
+    if v.len() > MAX_EFFECT_NAME_BYTES {
+        return Err(Error::invalid_field(
+            field,
+            format_args!(
+                "is {} bytes; the limit is {}: use a shorter, stable name of the effect; the effect did not run",
+                v.len(),
+                MAX_EFFECT_NAME_BYTES
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The server's answer to a claim.

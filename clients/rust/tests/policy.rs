@@ -1,6 +1,7 @@
 //! The queue dedup policies against a real server: `on_duplicate` = replace,
-//! debounce and reject, `require_key`, `key_fields` with `derive_key`,
-//! `[[queues.rules]]`, and reject in batches, atomic and not.
+//! debounce and reject, `require_key`, `key_fields` (the key the server
+//! derives, in the ack and by payload), `[[queues.rules]]`, and reject in
+//! batches, atomic and not.
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use common::{unique, Server};
 use sepp_rs::client::SeppClient;
-use sepp_rs::{derive_key, EnqueueRequest, Error, JobState, ReserveRequest};
+use sepp_rs::{EnqueueRequest, Error, JobState, ReserveRequest};
 
 const CONFIG: &str = r#"
 [[queues]]
@@ -186,41 +187,86 @@ async fn require_key() {
 }
 
 #[tokio::test]
-async fn key_fields_derive_the_key_derive_key_computes() {
+async fn key_fields_the_server_says_the_key() {
     let (_server, client) = start().await;
-    let fields = ["/account", "/amount"];
     let payload = br#"{"account":"acc-1","amount":100,"note":"first"}"#;
     let ack = client.enqueue(req("fields-q", "move", payload)).await.unwrap();
     assert!(!ack.deduplicated && ack.dedup_expires_at.is_some(), "{ack:?}");
 
-    let k = derive_key(payload, &fields).unwrap();
+    // The ack says the key the server derived: the canonical JSON of the
+    // fields' values.
+    let k = ack.idempotency_key.clone().expect("the ack of a job on a key_fields queue has its derived key");
     assert_eq!(k, r#"["acc-1",100]"#);
     assert_eq!(client.get_job(&ack.job_id).await.unwrap().idempotency_key.as_deref(), Some(k.as_str()));
     let look = client.lookup_idempotency_key("fields-q", &k).await.unwrap();
-    assert!(look.found && look.job_id == ack.job_id, "{look:?}");
+    assert!(look.found && look.job_id == ack.job_id && look.idempotency_key == k, "{look:?}");
 
-    // Other members, another order, 1e2 for 100: the same key, a hit.
-    let again = client.enqueue(req("fields-q", "move", br#"{"amount":1e2,"account":"acc-1"}"#)).await.unwrap();
+    // Other members, another order, 1e2 for 100: the same key, a hit, and
+    // found by that payload too.
+    let other = br#"{"amount":1e2,"account":"acc-1"}"#;
+    let again = client.enqueue(req("fields-q", "move", other)).await.unwrap();
     assert!(again.deduplicated && again.job_id == ack.job_id && again.payload_mismatch, "{again:?}");
+    assert_eq!(again.idempotency_key.as_deref(), Some(k.as_str()));
+    let look = client.lookup_idempotency_key_by_payload("fields-q", other).await.unwrap();
+    assert!(look.found && look.job_id == ack.job_id && look.hits == 1, "{look:?}");
+    assert_eq!(look.idempotency_key, k);
+    let other_amount = client.lookup_idempotency_key_by_payload("fields-q", br#"{"account":"acc-1","amount":101}"#).await.unwrap();
+    assert!(!other_amount.found, "{other_amount:?}");
+    assert_eq!(other_amount.idempotency_key, r#"["acc-1",101]"#);
 
-    // Not a JSON object: INVALID_FIELD on the payload itself (pointer "").
+    // Not a JSON object: INVALID_FIELD on the payload itself (pointer ""),
+    // from an enqueue and from a lookup by payload alike.
     let e = client.enqueue(req("fields-q", "move", b"[1,2]")).await.unwrap_err();
     assert!(matches!(e, Error::InvalidField(_)), "{e:?}");
     assert_eq!((e.reason(), e.code()), ("INVALID_FIELD", "invalid_argument"));
     assert_eq!((meta(&e, "pointer"), meta(&e, "field")), (Some(""), Some("payload")), "{e:?}");
     assert!(e.message().starts_with("payload: is an array, not a JSON object"), "{e}");
-    let local = derive_key(b"[1,2]", &fields).unwrap_err();
-    assert_eq!(local.pointer(), "");
-    assert_eq!(local.to_string(), e.message());
+    let by_payload = client.lookup_idempotency_key_by_payload("fields-q", b"[1,2]").await.unwrap_err();
+    assert!(matches!(by_payload, Error::InvalidField(_)), "{by_payload:?}");
+    assert_eq!(meta(&by_payload, "pointer"), Some(""), "{by_payload:?}");
 
     // A missing field: the message and the metadata name its pointer.
     let e = client.enqueue(req("fields-q", "move", br#"{"account":"acc-1"}"#)).await.unwrap_err();
     assert!(matches!(e, Error::InvalidField(_)), "{e:?}");
     assert_eq!(meta(&e, "pointer"), Some("/amount"), "{e:?}");
     assert!(e.message().starts_with(r#"field "/amount": not in the payload"#), "{e}");
-    let local = derive_key(br#"{"account":"acc-1"}"#, &fields).unwrap_err();
-    assert_eq!(local.pointer(), "/amount");
-    assert_eq!(local.to_string(), e.message());
+    let by_payload = client.release_idempotency_key_by_payload("fields-q", br#"{"account":"acc-1"}"#).await.unwrap_err();
+    assert!(matches!(by_payload, Error::InvalidField(_)), "{by_payload:?}");
+    assert_eq!(meta(&by_payload, "pointer"), Some("/amount"), "{by_payload:?}");
+
+    // A queue without key_fields has no key to derive: it refuses a payload.
+    let e = client.lookup_idempotency_key_by_payload("reject-q", payload).await.unwrap_err();
+    assert!(matches!(e, Error::InvalidField(_)), "{e:?}");
+    assert!(e.message().contains("no key_fields"), "{e}");
+    // An empty payload derives nothing; refused before sending.
+    assert!(matches!(client.lookup_idempotency_key_by_payload("fields-q", b"").await, Err(Error::InvalidField(_))));
+
+    // Released by payload: the record is gone, and the next enqueue of the
+    // same fields is a new job.
+    let released = client.release_idempotency_key_by_payload("fields-q", other).await.unwrap();
+    assert!(released.released && released.job_id == ack.job_id && released.idempotency_key == k, "{released:?}");
+    assert!(!client.lookup_idempotency_key("fields-q", &k).await.unwrap().found);
+    let fresh = client.enqueue(req("fields-q", "move", payload)).await.unwrap();
+    assert!(!fresh.deduplicated && fresh.job_id != ack.job_id, "{fresh:?}");
+}
+
+#[tokio::test]
+async fn the_ack_says_the_key_given_and_none_without_one() {
+    let (_server, client) = start().await;
+    let k = unique("k");
+    let keyed = client.enqueue(req("replace-q", "sync", b"A").with_idempotency_key(&k)).await.unwrap();
+    assert_eq!(keyed.idempotency_key.as_deref(), Some(k.as_str()), "{keyed:?}");
+    let hit = client.enqueue(req("replace-q", "sync", b"A").with_idempotency_key(&k)).await.unwrap();
+    assert!(hit.deduplicated && hit.idempotency_key.as_deref() == Some(k.as_str()), "{hit:?}");
+    let unkeyed = client.enqueue(req("replace-q", "sync", b"A")).await.unwrap();
+    assert_eq!(unkeyed.idempotency_key, None, "{unkeyed:?}");
+    // In a batch too, each item's ack its own.
+    let results = client
+        .enqueue_batch(vec![req("replace-q", "sync", b"B").with_idempotency_key(&k), req("replace-q", "sync", b"C")], false)
+        .await
+        .unwrap();
+    assert_eq!(results[0].as_ref().unwrap().idempotency_key.as_deref(), Some(k.as_str()));
+    assert_eq!(results[1].as_ref().unwrap().idempotency_key, None);
 }
 
 #[tokio::test]

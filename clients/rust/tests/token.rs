@@ -21,6 +21,8 @@ async fn bearer_token_goes_out_on_every_call() {
     let wire = tap.sent_lowercase();
     assert_eq!(wire.matches("post /").count(), 3, "health, enqueue, lookup:\n{wire}");
     assert_eq!(wire.matches("authorization: bearer s3cret-token\r\n").count(), 3, "{wire}");
+    // Connect's binary encoding: protobuf messages, not JSON.
+    assert_eq!(wire.matches("content-type: application/proto\r\n").count(), 3, "{wire}");
 
     // Without a token, no Authorization header at all.
     let tap = forward::Forwarder::plain(server.port).await;
