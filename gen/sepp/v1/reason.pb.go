@@ -35,7 +35,8 @@ const (
 	// Not a reason: the error carried none.
 	Reason_REASON_UNSPECIFIED Reason = 0
 	// buf:lint:ignore ENUM_VALUE_PREFIX
-	// An idempotency key over the limit (255 bytes by default).
+	// An idempotency key over the limit (max_idempotency_key_bytes, 256 by
+	// default).
 	Reason_IDEMPOTENCY_KEY_TOO_LONG Reason = 1
 	// buf:lint:ignore ENUM_VALUE_PREFIX
 	// An idempotency key given but empty.

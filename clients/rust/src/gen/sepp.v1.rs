@@ -556,7 +556,8 @@ pub enum Reason {
     /// Not a reason: the error carried none.
     Unspecified = 0,
     /// buf:lint:ignore ENUM_VALUE_PREFIX
-    /// An idempotency key over the limit (255 bytes by default).
+    /// An idempotency key over the limit (max_idempotency_key_bytes, 256 by
+    /// default).
     IdempotencyKeyTooLong = 1,
     /// buf:lint:ignore ENUM_VALUE_PREFIX
     /// An idempotency key given but empty.

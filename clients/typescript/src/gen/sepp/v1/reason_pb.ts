@@ -33,7 +33,8 @@ export enum Reason {
 
   /**
    * buf:lint:ignore ENUM_VALUE_PREFIX
-   * An idempotency key over the limit (255 bytes by default).
+   * An idempotency key over the limit (max_idempotency_key_bytes, 256 by
+   * default).
    *
    * @generated from enum value: IDEMPOTENCY_KEY_TOO_LONG = 1;
    */
