@@ -33,11 +33,11 @@ type AnchoredOptions struct {
 	// after the other, keeping the one with the shortest round trip: the
 	// first call after a lost connection waits for a new one. Default 4.
 	Samples int
-	// Local is the node's clock, for tests only: a test sets it to a
-	// skewed clock to show that the skew has no effect. It must return
-	// values that carry Go's monotonic reading, as time.Now's do (and
-	// time.Now().Add(d)'s). Default time.Now.
-	Local func() time.Time
+	// Local is the node's own clock: the clock advances its last reading
+	// by Local's elapsed time, and waits on Local's timers between reads.
+	// Default System. A test passes a skewed clock, to show the skew
+	// changes nothing, or a clocktest.Fake, to move time itself.
+	Local Local
 	// StartWait bounds how long NewAnchored reads again for a reading exact
 	// to 10 ms (a database slow to answer, a lossy link) before it returns
 	// the best one it has, which Uncertainty reports. Default 10 s.
@@ -52,7 +52,7 @@ const DefaultResync = 10 * time.Second
 type Anchored struct {
 	source  func(context.Context) (time.Time, error)
 	samples int
-	local   func() time.Time
+	local   Local
 	log     *slog.Logger
 	timeout time.Duration
 
@@ -119,7 +119,7 @@ func NewAnchored(ctx context.Context, opts AnchoredOptions) (*Anchored, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.Local == nil {
-		opts.Local = time.Now
+		opts.Local = System
 	}
 	if opts.Samples <= 0 {
 		opts.Samples = 4
@@ -136,8 +136,10 @@ func NewAnchored(ctx context.Context, opts AnchoredOptions) (*Anchored, error) {
 	// first better reading on a clock off by up to half a slow round trip
 	// (ahead, when the request waited on its way: a window shortened by
 	// that much): read again for a reading exact to startUncertainty.
-	for deadline := time.Now().Add(opts.StartWait); a.uncertainty > startUncertainty && time.Now().Before(deadline) && ctx.Err() == nil; {
-		time.Sleep(retryPoorAnchor / 5)
+	for deadline := c.local.Now().Add(opts.StartWait); a.uncertainty > startUncertainty && c.local.Now().Before(deadline); {
+		if !c.sleep(ctx, retryPoorAnchor/5) {
+			break
+		}
 		if b, err := c.read(ctx); err == nil && b.uncertainty < a.uncertainty {
 			a = b
 		}
@@ -154,7 +156,7 @@ func NewAnchored(ctx context.Context, opts AnchoredOptions) (*Anchored, error) {
 // returned before.
 func (c *Anchored) Now() time.Time {
 	a := c.anchor.Load()
-	t := a.ref.Add(c.local().Sub(a.local))
+	t := a.ref.Add(c.local.Now().Sub(a.local))
 	n := t.UnixNano()
 	for {
 		latest := c.latest.Load()
@@ -174,7 +176,7 @@ func (c *Anchored) Offset() time.Duration { return c.anchor.Load().offset }
 // Uncertainty is how far Now may be from the reference's time: half the
 // round trip of the reading it is anchored to, plus the drift since.
 func (c *Anchored) Uncertainty() time.Duration {
-	return c.anchor.Load().uncertaintyAt(c.local())
+	return c.anchor.Load().uncertaintyAt(c.local.Now())
 }
 
 // Close stops the resync goroutine and waits for it to end. Now keeps
@@ -186,6 +188,18 @@ func (c *Anchored) Close() {
 	})
 }
 
+// sleep waits d on the local clock, and reports false if ctx ended first.
+func (c *Anchored) sleep(ctx context.Context, d time.Duration) bool {
+	t := c.local.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
 // read takes the source's time c.samples times and keeps the reading with
 // the shortest round trip, taking the reference time to be at its
 // midpoint. It fails only when every sample failed.
@@ -193,9 +207,9 @@ func (c *Anchored) read(ctx context.Context) (*anchor, error) {
 	var best *anchor
 	var lastErr error
 	for i := 0; i < c.samples && ctx.Err() == nil; i++ {
-		t0 := c.local()
+		t0 := c.local.Now()
 		ref, err := c.source(ctx)
-		t1 := c.local()
+		t1 := c.local.Now()
 		if err != nil {
 			lastErr = err
 			continue
@@ -227,13 +241,11 @@ func (c *Anchored) resync(ctx context.Context, interval time.Duration) {
 	failing := false
 	for {
 		wait := interval
-		if cur := c.anchor.Load(); cur.uncertaintyAt(c.local()) > wellAnchored {
+		if cur := c.anchor.Load(); cur.uncertaintyAt(c.local.Now()) > wellAnchored {
 			wait = min(wait, retryPoorAnchor)
 		}
-		select {
-		case <-ctx.Done():
+		if !c.sleep(ctx, wait) {
 			return
-		case <-time.After(wait):
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.timeout)
 		a, err := c.read(rctx)

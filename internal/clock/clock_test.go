@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,59 +14,78 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sepp-dev/sepp/internal/clock"
+	"github.com/sepp-dev/sepp/internal/clock/clocktest"
 )
 
 // TestMain checks that no test leaves a resync goroutine running.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// reference is a reference clock the test sets: each read returns the next
-// of its readings (the last one again once they run out), or its error.
-type reference struct {
-	mu       sync.Mutex
-	readings []time.Time
-	err      error
-	reads    int
+// database is the reference clock of a test, read over a link whose delays
+// are on the test's fake clock: its time is base plus the fake time elapsed
+// since the test began, plus a step the test sets. A read waits, on the fake
+// clock, the delay the test sets for it before the database reads its clock
+// (the request waited on its way: the read is late), and fails with err from
+// the second read on while err is set.
+type database struct {
+	local *clocktest.Fake
+	began time.Time
+
+	mu    sync.Mutex
+	step  time.Duration
+	err   error
+	delay func(read int) time.Duration // nil: none
+	reads int
 }
 
-func (r *reference) read(context.Context) (time.Time, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.reads++
-	if r.err != nil && r.reads > 1 {
-		return time.Time{}, r.err
+func newDatabase(local *clocktest.Fake) *database {
+	return &database{local: local, began: local.Now()}
+}
+
+// truth is the database's time now.
+func (d *database) truth() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return base.Add(d.local.Now().Sub(d.began) + d.step)
+}
+
+func (d *database) read(context.Context) (time.Time, error) {
+	d.mu.Lock()
+	d.reads++
+	n, err, delay := d.reads, d.err, d.delay
+	d.mu.Unlock()
+	if err != nil && n > 1 {
+		return time.Time{}, err
 	}
-	t := r.readings[min(r.reads, len(r.readings))-1]
-	return t, nil
-}
-
-func (r *reference) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.reads
-}
-
-func (r *reference) setErr(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.err = err
-}
-
-// waitReads waits until the clock has read r n times. The resync goroutine
-// stores each anchor before its next read, so at n reads the (n-1)th is in
-// use.
-func waitReads(t *testing.T, r *reference, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for r.count() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the clock read its source %d times in 10 s, want %d", r.count(), n)
-		}
-		time.Sleep(time.Millisecond)
+	if delay != nil {
+		d.local.Advance(delay(n))
 	}
+	return d.truth(), nil
 }
 
-func start(t *testing.T, opts clock.AnchoredOptions) *clock.Anchored {
+func (d *database) set(f func(d *database)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f(d)
+}
+
+func (d *database) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.reads
+}
+
+// The reference's time, and the host's as the fake clock starts it: years
+// apart, so a clock that took the host's time could not pass.
+var (
+	base      = time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
+	hostStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+)
+
+// start returns a clock on the fake local clock f whose first reading is
+// exact (NewAnchored does not sleep), closed when the test ends.
+func start(t *testing.T, f *clocktest.Fake, opts clock.AnchoredOptions) *clock.Anchored {
 	t.Helper()
+	opts.Local = f
 	c, err := clock.NewAnchored(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -74,36 +94,67 @@ func start(t *testing.T, opts clock.AnchoredOptions) *clock.Anchored {
 	return c
 }
 
-var base = time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
-
-// within fails unless lo <= got <= hi.
-func within(t *testing.T, what string, got, lo, hi time.Time) {
+// startSlow is start for a first reading that is not exact: NewAnchored
+// sleeps on f between its reads, and startSlow moves f on while it sleeps,
+// until it returns. Pass a long Resync: the resync goroutine's first sleep
+// must not end meanwhile.
+func startSlow(t *testing.T, f *clocktest.Fake, opts clock.AnchoredOptions) *clock.Anchored {
 	t.Helper()
-	if got.Before(lo) || got.After(hi) {
-		t.Fatalf("%s = %v, want within [%v, %v]", what, got, lo, hi)
+	opts.Local = f
+	var c *clock.Anchored
+	var err error
+	returned, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		c, err = clock.NewAnchored(context.Background(), opts)
+	}()
+	// No timer is armed while NewAnchored reads, so these steps never
+	// lengthen a read's round trip.
+	for f.BlockUntilContext(returned, 1) == nil && returned.Err() == nil {
+		f.Advance(10 * time.Millisecond)
+	}
+	<-returned.Done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// resync moves f to the clock's next read and waits until the read is done:
+// until the resync goroutine sleeps again.
+func resync(t *testing.T, f *clocktest.Fake) {
+	t.Helper()
+	f.BlockUntil(t, 1)
+	f.Advance(clock.DefaultResync)
+	f.BlockUntil(t, 1)
+}
+
+// exact fails unless the clock's Now is the database's time.
+func exact(t *testing.T, what string, c *clock.Anchored, db *database) {
+	t.Helper()
+	if got, want := c.Now(), db.truth(); !got.Equal(want) {
+		t.Fatalf("%s: Now = %v, want the database's %v (off by %v)", what, got, want, got.Sub(want))
 	}
 }
 
 // TestFollowsSource: Now is the source's time plus the time elapsed since
-// it was read, whatever this host's wall clock says (2031 here), and a
-// local clock skewed by 30 s changes nothing.
+// it was read, whatever this host's wall clock says (2026 here, or 30 s
+// ahead of that, or an hour behind).
 func TestFollowsSource(t *testing.T) {
 	for _, skew := range []time.Duration{0, 30 * time.Second, -time.Hour} {
-		ref := &reference{readings: []time.Time{base}}
-		before := time.Now()
-		c := start(t, clock.AnchoredOptions{Source: ref.read, Resync: time.Hour,
-			Local: func() time.Time { return time.Now().Add(skew) }})
+		f := clocktest.New(hostStart.Add(skew))
+		db := newDatabase(f)
+		c := start(t, f, clock.AnchoredOptions{Source: db.read})
 		for range 3 {
-			got := c.Now()
-			within(t, "Now", got, base, base.Add(time.Since(before)))
-			time.Sleep(5 * time.Millisecond)
+			exact(t, fmt.Sprintf("skew %v", skew), c, db)
+			f.Advance(5 * time.Millisecond)
 		}
-		// The round trip and the sleeps are at least 10 ms.
-		if got := c.Now(); got.Sub(base) < 10*time.Millisecond {
-			t.Fatalf("skew %v: Now = %v, not advanced by the elapsed time", skew, got)
+		if got := c.Now(); !got.Equal(base.Add(15 * time.Millisecond)) {
+			t.Fatalf("skew %v: Now = %v, want %v: advanced by the elapsed 15 ms", skew, got, base.Add(15*time.Millisecond))
 		}
-		if off := c.Offset(); off > base.Sub(before)-skew || off < base.Sub(time.Now())-skew {
-			t.Fatalf("skew %v: Offset = %v, want about %v", skew, off, base.Sub(before)-skew)
+		if off, want := c.Offset(), base.Sub(hostStart.Add(skew)); off != want {
+			t.Fatalf("skew %v: Offset = %v, want %v", skew, off, want)
 		}
 		if got := c.Now().Location(); got != time.UTC {
 			t.Fatalf("Now is in %v, want UTC", got)
@@ -113,61 +164,61 @@ func TestFollowsSource(t *testing.T) {
 
 // TestResyncForward: a resync takes the source's new time.
 func TestResyncForward(t *testing.T) {
-	ref := &reference{readings: []time.Time{base, base.Add(time.Hour)}}
-	c := start(t, clock.AnchoredOptions{Source: ref.read, Resync: time.Millisecond, Samples: 1})
-	// A reading replaces the anchor once it is as exact as the anchor has
-	// become: within a few resyncs here.
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Now().Before(base.Add(time.Hour)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Now = %v 10 s after the source moved to %v", c.Now(), base.Add(time.Hour))
-		}
-		time.Sleep(time.Millisecond)
+	f := clocktest.New(hostStart)
+	db := newDatabase(f)
+	c := start(t, f, clock.AnchoredOptions{Source: db.read, Samples: 1})
+	db.set(func(d *database) { d.step = time.Hour })
+	if got := c.Now(); !got.Equal(base) {
+		t.Fatalf("Now before the resync = %v, want %v", got, base)
 	}
+	resync(t, f)
+	exact(t, "after the resync", c, db)
 }
 
 // TestResyncNeverBackwards: a resync to an earlier time does not put Now
 // back; Now stays at the latest time it returned until the source catches up.
 func TestResyncNeverBackwards(t *testing.T) {
-	ref := &reference{readings: []time.Time{base, base.Add(-time.Hour)}}
-	before := time.Now()
-	c := start(t, clock.AnchoredOptions{Source: ref.read, Resync: time.Millisecond, Samples: 1})
-	first := c.Now()
-	within(t, "Now before the resync", first, base, base.Add(time.Since(before)))
-	waitReads(t, ref, 3)
-	prev := first
-	for range 100 {
-		got := c.Now()
-		if got.Before(prev) {
-			t.Fatalf("Now went back from %v to %v", prev, got)
+	f := clocktest.New(hostStart)
+	db := newDatabase(f)
+	c := start(t, f, clock.AnchoredOptions{Source: db.read, Samples: 1})
+	f.Advance(time.Second)
+	latest := c.Now()
+	db.set(func(d *database) { d.step = -time.Hour })
+	resync(t, f)
+	for range 2 { // 30 min later, the source is still behind
+		if got := c.Now(); !got.Equal(latest) {
+			t.Fatalf("Now = %v after a resync to %v, want the latest it returned, %v", got, db.truth(), latest)
 		}
-		prev = got
+		f.Advance(30 * time.Minute)
+		f.BlockUntil(t, 1) // a resync that fired is done
 	}
-	within(t, "Now after the resync", prev, first, base.Add(time.Since(before)))
+	exact(t, "once the source caught up", c, db)
 }
 
 // TestFailingSourceKeepsAnchor: reads that fail keep the last anchor,
 // advanced by the elapsed time, and log one warning for the whole streak;
 // when the source answers again the clock takes its time.
 func TestFailingSourceKeepsAnchor(t *testing.T) {
-	ref := &reference{readings: []time.Time{base, base.Add(time.Hour)}, err: errors.New("connection refused")}
+	f := clocktest.New(hostStart)
+	db := newDatabase(f)
+	db.set(func(d *database) { d.err = errors.New("connection refused") })
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, nil))
-	before := time.Now()
-	c := start(t, clock.AnchoredOptions{Source: ref.read, Resync: time.Millisecond, Logger: logger})
-	waitReads(t, ref, 5)
-	within(t, "Now while the source fails", c.Now(), base, base.Add(time.Since(before)))
+	c := start(t, f, clock.AnchoredOptions{Source: db.read, Samples: 1, Logger: logger})
+	db.set(func(d *database) { d.step = time.Hour }) // unseen while the reads fail
+	for range 3 {
+		resync(t, f)
+	}
+	if got, want := c.Now(), db.truth().Add(-time.Hour); !got.Equal(want) {
+		t.Fatalf("Now while the source fails = %v, want the last anchor advanced by the elapsed time, %v", got, want)
+	}
 
-	ref.setErr(nil)
-	// A reading replaces the anchor once it is as exact as the anchor has
-	// become: within a few reads.
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Now().Before(base.Add(time.Hour)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Now = %v 10 s after the source answers again; want at least %v", c.Now(), base.Add(time.Hour))
-		}
-		time.Sleep(time.Millisecond)
+	db.set(func(d *database) { d.err = nil })
+	resync(t, f)
+	exact(t, "once the source answers again", c, db)
+	if n := db.count(); n != 5 {
+		t.Fatalf("%d reads, want 5: the first, three failed, one good", n)
 	}
 	logMu.Lock()
 	out := logs.String()
@@ -194,19 +245,19 @@ func TestStartFails(t *testing.T) {
 // on the last anchor, and a second Close is harmless.
 func TestCloseStopsResync(t *testing.T) {
 	others := goleak.IgnoreCurrent()
-	ref := &reference{readings: []time.Time{base}}
-	c, err := clock.NewAnchored(context.Background(), clock.AnchoredOptions{Source: ref.read, Resync: time.Millisecond})
+	f := clocktest.New(hostStart)
+	db := newDatabase(f)
+	c, err := clock.NewAnchored(context.Background(), clock.AnchoredOptions{Source: db.read, Local: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitReads(t, ref, 2)
+	resync(t, f)
 	c.Close()
 	if err := goleak.Find(others); err != nil {
 		t.Fatalf("after Close: %v", err)
 	}
-	if c.Now().Before(base) {
-		t.Fatal("Now after Close went before the last anchor")
-	}
+	f.Advance(time.Minute)
+	exact(t, "after Close", c, db)
 	c.Close()
 }
 
@@ -255,72 +306,62 @@ func BenchmarkNow(b *testing.B) {
 // its exact anchor instead, and takes the quick sample of a read that
 // waited only on its first call (a new connection).
 func TestSlowReadNotTrusted(t *testing.T) {
-	began := time.Now()
-	truth := func() time.Time { return base.Add(time.Since(began)) }
-	var mu sync.Mutex
-	calls := 0
-	slow := 0 // 1: every call waits; 2: every other call, as the first after a reconnect
-	source := func(context.Context) (time.Time, error) {
-		mu.Lock()
-		calls++
-		wait := slow == 1 || (slow == 2 && calls%2 == 1)
-		mu.Unlock()
-		if wait {
-			time.Sleep(200 * time.Millisecond)
-		}
-		return truth(), nil
+	f := clocktest.New(hostStart)
+	db := newDatabase(f)
+	c := start(t, f, clock.AnchoredOptions{Source: db.read, Samples: 1})
+	db.set(func(d *database) {
+		d.delay = func(int) time.Duration { return 200 * time.Millisecond } // every read waits
+	})
+	for i := range 10 {
+		resync(t, f)
+		exact(t, fmt.Sprintf("after slow read %d (its midpoint is 100 ms ahead)", i+1), c, db)
 	}
-	c := start(t, clock.AnchoredOptions{Source: source, Resync: time.Millisecond, Samples: 1})
-	mu.Lock()
-	slow = 1
-	mu.Unlock()
-	for range 10 { // several slow reads
-		time.Sleep(50 * time.Millisecond)
-		if off := c.Now().Sub(truth()); off > 20*time.Millisecond || off < -20*time.Millisecond {
-			t.Fatalf("Now is off the source by %v after slow reads, want within 20 ms (a slow read's midpoint is 100 ms off)", off)
-		}
+	if n := db.count(); n != 11 {
+		t.Fatalf("%d reads, want 11", n)
 	}
 
 	// With two samples a read keeps the quick one.
 	c.Close() // its reads would change which calls are slow
-	mu.Lock()
-	slow, calls = 2, 0
-	mu.Unlock()
-	c2 := start(t, clock.AnchoredOptions{Source: source, Resync: time.Hour, Samples: 2})
-	if off := c2.Now().Sub(truth()); off > 20*time.Millisecond || off < -20*time.Millisecond {
-		t.Fatalf("Now is off the source by %v, want within 20 ms: the read kept its slow sample", off)
+	db.set(func(d *database) {
+		d.reads = 0
+		d.delay = func(read int) time.Duration { // the first after each reconnect waits
+			if read%2 == 1 {
+				return 200 * time.Millisecond
+			}
+			return 0
+		}
+	})
+	c2 := start(t, f, clock.AnchoredOptions{Source: db.read, Samples: 2})
+	exact(t, "a read whose first sample waited", c2, db)
+	if u := c2.Uncertainty(); u != 0 {
+		t.Fatalf("Uncertainty %v, want 0: the read kept its slow sample", u)
 	}
 }
 
-// slowFirst is a source whose first n reads wait d before they read the
-// reference (the request waited on its way: the read is late), and the
-// reference it reads.
-func slowFirst(n int, d time.Duration) (source func(context.Context) (time.Time, error), truth func() time.Time) {
-	began := time.Now()
-	truth = func() time.Time { return base.Add(time.Since(began)) }
-	var mu sync.Mutex
-	calls := 0
-	source = func(context.Context) (time.Time, error) {
-		mu.Lock()
-		calls++
-		slow := calls <= n
-		mu.Unlock()
-		if slow {
-			time.Sleep(d)
+// slowFirst makes the first n reads of db wait d before the database reads
+// its clock, and every later one wait nothing.
+func slowFirst(db *database, n int, d time.Duration) {
+	db.set(func(db *database) {
+		db.delay = func(read int) time.Duration {
+			if read <= n {
+				return d
+			}
+			return 0
 		}
-		return truth(), nil
-	}
-	return source, truth
+	})
 }
 
 // TestSlowStartReadAgain: a node that starts while its database is slow
 // reads again until it has an exact reading, rather than serving on a clock
 // half a slow round trip ahead until its first resync.
 func TestSlowStartReadAgain(t *testing.T) {
-	source, truth := slowFirst(2, 200*time.Millisecond)
-	c := start(t, clock.AnchoredOptions{Source: source, Resync: time.Hour, Samples: 1})
-	if off := c.Now().Sub(truth()); off > 20*time.Millisecond || off < -20*time.Millisecond {
-		t.Fatalf("Now is off the source by %v after a slow start, want within 20 ms", off)
+	f := clocktest.New(hostStart)
+	db := newDatabase(f)
+	slowFirst(db, 2, 200*time.Millisecond)
+	c := startSlow(t, f, clock.AnchoredOptions{Source: db.read, Resync: time.Hour, Samples: 1})
+	exact(t, "after a slow start", c, db)
+	if n := db.count(); n != 3 {
+		t.Fatalf("%d reads at start, want 3: two slow, then an exact one", n)
 	}
 }
 
@@ -329,12 +370,33 @@ func TestSlowStartReadAgain(t *testing.T) {
 // until one is exact to 10 ms, instead of serving on a clock ahead by half
 // a slow round trip (it read ten more times and then served on the best).
 func TestLongSlowStartWaitsForExactReading(t *testing.T) {
-	source, truth := slowFirst(15, 60*time.Millisecond)
-	c := start(t, clock.AnchoredOptions{Source: source, Resync: time.Hour, Samples: 1})
-	if u := c.Uncertainty(); u > 10*time.Millisecond {
-		t.Fatalf("Uncertainty %v after start, want within 10 ms", u)
+	f := clocktest.New(hostStart)
+	db := newDatabase(f)
+	slowFirst(db, 15, 60*time.Millisecond)
+	c := startSlow(t, f, clock.AnchoredOptions{Source: db.read, Resync: time.Hour, Samples: 1})
+	if u := c.Uncertainty(); u != 0 {
+		t.Fatalf("Uncertainty %v after start, want 0: the 16th read is exact", u)
 	}
-	if off := c.Now().Sub(truth()); off > 10*time.Millisecond || off < -10*time.Millisecond {
-		t.Fatalf("Now is off the source by %v after a long slow start, want within 10 ms", off)
+	exact(t, "after a long slow start", c, db)
+}
+
+// TestSlowStartGivesUpAtStartWait: when no read is exact to 10 ms within
+// StartWait, NewAnchored returns on the best reading, and Uncertainty says
+// how far off it may be.
+func TestSlowStartGivesUpAtStartWait(t *testing.T) {
+	f := clocktest.New(hostStart)
+	db := newDatabase(f)
+	slowFirst(db, 1<<30, 60*time.Millisecond)
+	began := f.Now()
+	c := startSlow(t, f, clock.AnchoredOptions{Source: db.read, Resync: time.Hour, Samples: 1, StartWait: time.Second})
+	if took := f.Now().Sub(began); took < time.Second {
+		t.Fatalf("NewAnchored returned after %v on the fake clock, before StartWait (1 s)", took)
+	}
+	u := c.Uncertainty()
+	if u < 30*time.Millisecond || u > 31*time.Millisecond {
+		t.Fatalf("Uncertainty %v, want the best reading's 30 ms (half its round trip) and the drift since", u)
+	}
+	if off := c.Now().Sub(db.truth()); off.Abs() > u {
+		t.Fatalf("Now is off the source by %v, more than its Uncertainty %v", off, u)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sepp-dev/sepp"
 	"github.com/sepp-dev/sepp/internal/clock"
+	"github.com/sepp-dev/sepp/internal/clock/clocktest"
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/postgres"
 	"github.com/sepp-dev/sepp/internal/testserver"
@@ -41,7 +42,7 @@ dedup_window_ms = 20000
 			WrapStore: func(store.Store) store.Store { return pg }})
 		return connectClient(t, srv)
 	}
-	databaseClock := func(local func() time.Time) func(*postgres.Store) func() time.Time {
+	databaseClock := func(local clock.Local) func(*postgres.Store) func() time.Time {
 		return func(pg *postgres.Store) func() time.Time {
 			c, err := clock.NewAnchored(ctx, clock.AnchoredOptions{Source: pg.DBTime, Local: local})
 			if err != nil {
@@ -52,7 +53,7 @@ dedup_window_ms = 20000
 		}
 	}
 	a := node("A", databaseClock(nil))
-	b := node("B", databaseClock(ahead))
+	b := node("B", databaseClock(clocktest.Skewed(skew)))
 	c := node("C", func(*postgres.Store) func() time.Time { return ahead })
 
 	req := sepp.EnqueueRequest{Queue: "orders", JobType: "ship", IdempotencyKey: sepp.Key("order-7")}
