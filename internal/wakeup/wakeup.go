@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sepp-dev/sepp/internal/clock"
 )
 
 // Defaults of Options.
@@ -38,8 +40,12 @@ const (
 
 // Options configure New.
 type Options struct {
-	// Now is the clock of the times passed to At. Default time.Now.
+	// Now is the clock of the times passed to At (the server's: on
+	// PostgreSQL, the database's). Default Local.Now.
 	Now func() time.Time
+	// Local is the clock the hub's timers and Wait's deadlines run on.
+	// Default clock.System; a test passes a clocktest.Fake.
+	Local clock.Local
 	// Granularity, MaxPending: see DefaultGranularity, DefaultMaxPending.
 	Granularity time.Duration
 	MaxPending  int
@@ -50,9 +56,10 @@ type Options struct {
 // Hub wakes waiters by key. Create it with New; Close ends its timer and
 // every Wait. The methods are safe for concurrent use.
 type Hub struct {
-	now  func() time.Time
-	gran time.Duration
-	cap  int
+	now   func() time.Time
+	local clock.Local
+	gran  time.Duration
+	cap   int
 	// recheck: see Options.Recheck.
 	recheck time.Duration
 
@@ -60,9 +67,9 @@ type Hub struct {
 	waiters map[string]map[*waiter]struct{}
 	pending dueHeap             // times of At, earliest first
 	known   map[dueKey]struct{} // the entries of pending, to drop repeats
-	timer   *time.Timer         // fires at pending[0]; nil when pending is empty
+	timer   clock.Timer         // fires at pending[0]; nil when pending is empty
 	armedAt time.Time           // the time timer is armed for (on h.now's clock)
-	safety  *time.Timer         // the safety re-check; nil while not armed
+	safety  clock.Timer         // the safety re-check; nil while not armed
 	closed  bool
 	done    chan struct{} // closed by Close
 }
@@ -71,6 +78,9 @@ type waiter struct {
 	ch     chan struct{}
 	keys   []string
 	safety bool // woken by the safety re-check; under Hub.mu
+	// looking: registered by Wait, whose check has not yet returned; not
+	// counted by Waiting. Under Hub.mu.
+	looking bool
 }
 
 type due struct {
@@ -87,8 +97,11 @@ func (d due) id() dueKey { return dueKey{d.at.UnixNano(), d.key} }
 
 // New returns a hub.
 func New(opts Options) *Hub {
+	if opts.Local == nil {
+		opts.Local = clock.System
+	}
 	if opts.Now == nil {
-		opts.Now = time.Now
+		opts.Now = opts.Local.Now
 	}
 	if opts.Granularity <= 0 {
 		opts.Granularity = DefaultGranularity
@@ -97,7 +110,7 @@ func New(opts Options) *Hub {
 		opts.MaxPending = DefaultMaxPending
 	}
 	return &Hub{
-		now: opts.Now, gran: opts.Granularity, cap: opts.MaxPending, recheck: opts.Recheck,
+		now: opts.Now, local: opts.Local, gran: opts.Granularity, cap: opts.MaxPending, recheck: opts.Recheck,
 		waiters: map[string]map[*waiter]struct{}{}, known: map[dueKey]struct{}{},
 		done: make(chan struct{}),
 	}
@@ -108,12 +121,14 @@ func New(opts Options) *Hub {
 // before the last look at the state waited for, so a wake-up between the
 // look and the wait is not lost.
 func (h *Hub) Register(keys ...string) (<-chan struct{}, func()) {
-	w, cancel := h.register(keys)
+	w, cancel := h.register(keys, false)
 	return w.ch, cancel
 }
 
-func (h *Hub) register(keys []string) (*waiter, func()) {
-	w := &waiter{ch: make(chan struct{}), keys: keys}
+// register registers a waiter on keys; looking marks it as Wait's, about
+// to check.
+func (h *Hub) register(keys []string, looking bool) (*waiter, func()) {
+	w := &waiter{ch: make(chan struct{}), keys: keys, looking: looking}
 	h.mu.Lock()
 	if h.closed {
 		close(w.ch)
@@ -121,7 +136,7 @@ func (h *Hub) register(keys []string) (*waiter, func()) {
 		return w, func() {}
 	}
 	if h.recheck > 0 && h.safety == nil {
-		h.safety = time.AfterFunc(h.recheck, h.recheckOne)
+		h.safety = h.local.AfterFunc(h.recheck, h.recheckOne)
 	}
 	for _, k := range keys {
 		set := h.waiters[k]
@@ -200,11 +215,19 @@ func (h *Hub) NotifyPrefix(prefix string) {
 	h.mu.Unlock()
 }
 
-// Waiting reports how many waiters are registered on key.
+// Waiting reports how many waiters wait on key: registered with Register,
+// or in Wait having looked and found nothing (a test waits for it to know
+// that a long poll is asleep).
 func (h *Hub) Waiting(key string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.waiters[key])
+	n := 0
+	for w := range h.waiters[key] {
+		if !w.looking {
+			n++
+		}
+	}
+	return n
 }
 
 // At wakes the waiters on key at t (on the hub's clock, rounded up to its
@@ -253,7 +276,7 @@ func (h *Hub) arm(now time.Time) {
 	delay := max(first.Sub(now), time.Millisecond)
 	h.armedAt = first
 	if h.timer == nil {
-		h.timer = time.AfterFunc(delay, h.fire)
+		h.timer = h.local.AfterFunc(delay, h.fire)
 	} else {
 		h.timer.Reset(delay)
 	}
@@ -324,7 +347,8 @@ const (
 
 // WaitOptions tune Wait.
 type WaitOptions struct {
-	// Deadline ends the wait (wall clock). Zero or past: check runs once.
+	// Deadline ends the wait, on the hub's Local clock (in production the
+	// host's: time.Now().Add(wait)). Zero or past: check runs once.
 	Deadline time.Time
 }
 
@@ -338,7 +362,7 @@ type WaitOptions struct {
 func (h *Hub) Wait(ctx context.Context, keys []string, opts WaitOptions, check func() (done bool, again time.Duration, err error)) (Outcome, error) {
 	bySafety := false
 	for {
-		w, cancel := h.register(keys)
+		w, cancel := h.register(keys, true)
 		done, again, err := check()
 		if err != nil || done {
 			cancel()
@@ -353,7 +377,7 @@ func (h *Hub) Wait(ctx context.Context, keys []string, opts WaitOptions, check f
 			}
 			return Done, err
 		}
-		left := time.Until(opts.Deadline)
+		left := opts.Deadline.Sub(h.local.Now())
 		if left <= 0 {
 			cancel()
 			return TimedOut, nil
@@ -362,10 +386,13 @@ func (h *Hub) Wait(ctx context.Context, keys []string, opts WaitOptions, check f
 		if again > 0 {
 			sleep = min(sleep, again)
 		}
-		t := time.NewTimer(sleep)
+		h.mu.Lock()
+		w.looking = false
+		h.mu.Unlock()
+		t := h.local.NewTimer(sleep)
 		select {
 		case <-w.ch:
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 		case <-h.done:
 		}

@@ -9,10 +9,58 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sepp-dev/sepp/internal/clock/clocktest"
 	"github.com/sepp-dev/sepp/internal/wakeup"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// fakeHub returns a hub whose clocks, Now and Local, are one fake clock.
+func fakeHub(t *testing.T, opts wakeup.Options) (*wakeup.Hub, *clocktest.Fake) {
+	f := clocktest.New(start)
+	opts.Local = f
+	h := wakeup.New(opts)
+	t.Cleanup(h.Close)
+	return h, f
+}
+
+// waitAsync runs Wait on its own goroutine and returns its outcome's channel.
+func waitAsync(h *wakeup.Hub, deadline time.Time, check func() (bool, time.Duration, error)) <-chan wakeup.Outcome {
+	out := make(chan wakeup.Outcome, 1)
+	go func() {
+		o, _ := h.Wait(context.Background(), []string{"q"}, wakeup.WaitOptions{Deadline: deadline}, check)
+		out <- o
+	}()
+	return out
+}
+
+// receive returns what ch yields, failing the test if it yields nothing
+// within clocktest.HangGuard (a hang, not a slow answer: the event takes
+// microseconds).
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(clocktest.HangGuard):
+		t.Fatalf("%s: nothing after %v", what, clocktest.HangGuard)
+		panic("unreachable")
+	}
+}
+
+// waitUntil polls cond, which the hub's goroutines make true, until it
+// holds: the sleep only paces the poll, and clocktest.HangGuard only turns a
+// hang into a failure.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(clocktest.HangGuard); !cond(); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after %v", what, clocktest.HangGuard)
+		}
+	}
+}
 
 func isClosed(ch <-chan struct{}) bool {
 	select {
@@ -58,53 +106,72 @@ func TestUnregister(t *testing.T) {
 }
 
 func TestWaitWakesOnNotify(t *testing.T) {
-	h := wakeup.New(wakeup.Options{})
-	defer h.Close()
+	h, f := fakeHub(t, wakeup.Options{})
 	var ready atomic.Bool
-	checks := 0
-	go func() {
-		for h.Waiting("q") == 0 {
-			time.Sleep(time.Millisecond)
-		}
-		ready.Store(true)
-		h.Notify("q")
-	}()
-	start := time.Now()
-	out, err := h.Wait(context.Background(), []string{"q"}, wakeup.WaitOptions{Deadline: time.Now().Add(time.Minute)},
-		func() (bool, time.Duration, error) {
-			checks++
-			return ready.Load(), 0, nil
-		})
-	if out != wakeup.Done || err != nil || time.Since(start) > 10*time.Second {
-		t.Fatalf("Wait = %v, %v after %v", out, err, time.Since(start))
+	var checks atomic.Int32
+	out := waitAsync(h, f.Now().Add(time.Minute), func() (bool, time.Duration, error) {
+		checks.Add(1)
+		return ready.Load(), 0, nil
+	})
+	f.BlockUntil(t, 1) // the waiter looked and sleeps
+	if n := h.Waiting("q"); n != 1 {
+		t.Fatalf("Waiting = %d while the waiter sleeps, want 1", n)
 	}
-	if checks != 2 {
-		t.Fatalf("%d checks, want 2 (one before the wait, one after the wake-up)", checks)
+	ready.Store(true)
+	h.Notify("q")
+	if o := receive(t, out, "Wait after Notify"); o != wakeup.Done {
+		t.Fatalf("Wait = %v, want Done", o)
+	}
+	if n := checks.Load(); n != 2 {
+		t.Fatalf("%d checks, want 2 (one before the wait, one after the wake-up)", n)
 	}
 }
 
 // TestWaitDoesNotPoll: with nothing happening, a waiter looks once, then
 // once at its deadline... and not in between.
 func TestWaitDoesNotPoll(t *testing.T) {
-	h := wakeup.New(wakeup.Options{})
-	defer h.Close()
-	checks := 0
-	out, _ := h.Wait(context.Background(), []string{"q"}, wakeup.WaitOptions{Deadline: time.Now().Add(500 * time.Millisecond)},
-		func() (bool, time.Duration, error) { checks++; return false, 0, nil })
-	if out != wakeup.TimedOut || checks != 2 {
-		t.Fatalf("Wait = %v after %d checks, want TimedOut after 2", out, checks)
+	h, f := fakeHub(t, wakeup.Options{})
+	var checks atomic.Int32
+	out := waitAsync(h, f.Now().Add(500*time.Millisecond), func() (bool, time.Duration, error) {
+		checks.Add(1)
+		return false, 0, nil
+	})
+	for range 4 {
+		f.BlockUntil(t, 1)
+		f.Advance(100 * time.Millisecond)
+	}
+	f.BlockUntil(t, 1)
+	if n := checks.Load(); n != 1 {
+		t.Fatalf("%d checks 400 ms into a 500 ms wait with nothing happening, want 1", n)
+	}
+	f.Advance(100 * time.Millisecond)
+	if o := receive(t, out, "Wait at its deadline"); o != wakeup.TimedOut || checks.Load() != 2 {
+		t.Fatalf("Wait = %v after %d checks, want TimedOut after 2", o, checks.Load())
 	}
 }
 
+// TestWaitAgain: a check's again is when it looks next, with nothing
+// notified.
 func TestWaitAgain(t *testing.T) {
-	h := wakeup.New(wakeup.Options{})
-	defer h.Close()
-	checks := 0
-	start := time.Now()
-	out, _ := h.Wait(context.Background(), []string{"q"}, wakeup.WaitOptions{Deadline: time.Now().Add(time.Minute)},
-		func() (bool, time.Duration, error) { checks++; return checks == 3, 50 * time.Millisecond, nil })
-	if out != wakeup.Done || time.Since(start) < 100*time.Millisecond {
-		t.Fatalf("Wait = %v after %v", out, time.Since(start))
+	h, f := fakeHub(t, wakeup.Options{})
+	var checks atomic.Int32
+	out := waitAsync(h, f.Now().Add(time.Minute), func() (bool, time.Duration, error) {
+		return checks.Add(1) == 3, 50 * time.Millisecond, nil
+	})
+	for want := int32(1); want < 3; want++ {
+		f.BlockUntil(t, 1)
+		f.Advance(49 * time.Millisecond)
+		f.BlockUntil(t, 1)
+		if n := checks.Load(); n != want {
+			t.Fatalf("%d checks 49 ms after check %d, want %d: it looked before its again", n, want, want)
+		}
+		f.Advance(time.Millisecond)
+	}
+	if o := receive(t, out, "Wait"); o != wakeup.Done || checks.Load() != 3 {
+		t.Fatalf("Wait = %v after %d checks, want Done after 3", o, checks.Load())
+	}
+	if d := f.Now().Sub(start); d != 100*time.Millisecond {
+		t.Fatalf("done at %v on the fake clock, want 100 ms", d)
 	}
 }
 
@@ -112,32 +179,34 @@ func TestWaitAgain(t *testing.T) {
 // key, not per waiter; and when the woken waiter finds something nothing
 // announced, the others of its key look too.
 func TestRecheckWakesOneWaiterPerKey(t *testing.T) {
-	h := wakeup.New(wakeup.Options{Recheck: 100 * time.Millisecond})
-	defer h.Close()
+	h, f := fakeHub(t, wakeup.Options{Recheck: 100 * time.Millisecond})
 	var checks atomic.Int64
 	var found atomic.Bool
 	const waiters = 20
 	var wg sync.WaitGroup
 	outs := make(chan wakeup.Outcome, waiters)
 	for range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, _ := h.Wait(context.Background(), []string{"q"}, wakeup.WaitOptions{Deadline: time.Now().Add(time.Minute)},
+		wg.Go(func() {
+			out, _ := h.Wait(context.Background(), []string{"q"}, wakeup.WaitOptions{Deadline: f.Now().Add(time.Minute)},
 				func() (bool, time.Duration, error) { checks.Add(1); return found.Load(), 0, nil })
 			outs <- out
-		}()
+		})
 	}
-	for h.Waiting("q") < waiters {
-		time.Sleep(time.Millisecond)
-	}
-	base := checks.Load()
-	time.Sleep(550 * time.Millisecond) // about 5 re-checks
-	if n := checks.Load() - base; n < 2 || n > 10 {
-		t.Fatalf("%d checks in 5 re-check intervals with %d waiters, want about 5", n, waiters)
+	allAsleep := func() bool { return h.Waiting("q") == waiters }
+	waitUntil(t, "every waiter asleep", allAsleep)
+	for i := range 5 {
+		before := checks.Load()
+		f.Advance(100 * time.Millisecond)
+		waitUntil(t, "every waiter asleep again", allAsleep)
+		if n := checks.Load() - before; n != 1 {
+			t.Fatalf("re-check %d: %d checks by %d waiters of one key, want 1", i+1, n, waiters)
+		}
 	}
 	found.Store(true) // unannounced
-	wg.Wait()
+	f.Advance(100 * time.Millisecond)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	receive(t, done, "the waiters' ends")
 	close(outs)
 	for out := range outs {
 		if out != wakeup.Done {
@@ -149,9 +218,7 @@ func TestRecheckWakesOneWaiterPerKey(t *testing.T) {
 // TestAtWakesAtTheEarliestTime: times given out of order fire in order, each
 // at its own time, through one timer.
 func TestAtWakesAtTheEarliestTime(t *testing.T) {
-	h := wakeup.New(wakeup.Options{Granularity: time.Millisecond})
-	defer h.Close()
-	start := time.Now()
+	h, f := fakeHub(t, wakeup.Options{Granularity: time.Millisecond})
 	late, cancelLate := h.Register("late")
 	defer cancelLate()
 	early, cancelEarly := h.Register("early")
@@ -162,50 +229,57 @@ func TestAtWakesAtTheEarliestTime(t *testing.T) {
 	if n := h.Pending(); n != 2 {
 		t.Fatalf("pending %d, want 2", n)
 	}
-	<-early
-	if d := time.Since(start); d < 100*time.Millisecond {
-		t.Fatalf("early woke after %v, before its time", d)
+	if n := f.Waiting(); n != 1 {
+		t.Fatalf("%d timers armed for two times, want 1", n)
 	}
+	f.Advance(99 * time.Millisecond)
+	if isClosed(early) {
+		t.Fatal("early woke at 99 ms, before its time")
+	}
+	f.Advance(time.Millisecond) // the timer's function runs within Advance
+	if !isClosed(early) || isClosed(late) {
+		t.Fatalf("at 100 ms: early woken %v, late woken %v; want early only", isClosed(early), isClosed(late))
+	}
+	f.Advance(299 * time.Millisecond)
 	if isClosed(late) {
-		t.Fatal("late woke with early")
+		t.Fatal("late woke at 399 ms, before its time")
 	}
-	<-late
-	if d := time.Since(start); d < 400*time.Millisecond {
-		t.Fatalf("late woke after %v, before its time", d)
+	f.Advance(time.Millisecond)
+	if !isClosed(late) {
+		t.Fatal("late did not wake at 400 ms")
 	}
-	if n := h.Pending(); n != 0 {
-		t.Fatalf("pending %d after both fired", n)
+	if n := h.Pending(); n != 0 || f.Waiting() != 0 {
+		t.Fatalf("pending %d, timers %d after both fired", n, f.Waiting())
 	}
 	// A time already past wakes at once.
 	now, cancel := h.Register("now")
 	defer cancel()
-	h.At("now", time.Now().Add(-time.Second))
+	h.At("now", f.Now().Add(-time.Second))
 	if !isClosed(now) {
 		t.Fatal("a past time did not wake at once")
 	}
 }
 
-// TestAtOnTheCallersClock: times are on the hub's clock, not the wall's.
+// TestAtOnTheCallersClock: times are on the hub's clock (Now), not on the
+// clock its timers run on (Local).
 func TestAtOnTheCallersClock(t *testing.T) {
 	var mu sync.Mutex
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	h := wakeup.New(wakeup.Options{Now: now})
-	defer h.Close()
+	ref := start.Add(time.Hour)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return ref }
+	h, f := fakeHub(t, wakeup.Options{Now: now})
 	ch, cancel := h.Register("q")
 	defer cancel()
-	h.At("q", clock.Add(50*time.Millisecond))
-	time.Sleep(200 * time.Millisecond) // the timer fired at least once, on a clock that stood still
+	h.At("q", ref.Add(50*time.Millisecond))
+	f.Advance(200 * time.Millisecond) // the timer fires, more than once, on a Now that stands still
 	if isClosed(ch) {
-		t.Fatal("woke before the clock reached the time")
+		t.Fatal("woke before Now reached the time")
 	}
 	mu.Lock()
-	clock = clock.Add(50 * time.Millisecond)
+	ref = ref.Add(50 * time.Millisecond)
 	mu.Unlock()
-	select {
-	case <-ch:
-	case <-time.After(5 * time.Second):
-		t.Fatal("did not wake once the clock passed the time")
+	f.Advance(50 * time.Millisecond)
+	if !isClosed(ch) {
+		t.Fatal("did not wake once Now passed the time")
 	}
 }
 
@@ -255,21 +329,21 @@ func TestNoLostWakeUp(t *testing.T) {
 }
 
 func TestCloseEndsEveryWait(t *testing.T) {
-	h := wakeup.New(wakeup.Options{})
-	h.At("q", time.Now().Add(time.Hour))
+	f := clocktest.New(start)
+	h := wakeup.New(wakeup.Options{Local: f})
+	h.At("q", start.Add(time.Hour))
 	var wg sync.WaitGroup
 	outs := make(chan wakeup.Outcome, 50)
 	for range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, _ := h.Wait(context.Background(), []string{"q"}, wakeup.WaitOptions{Deadline: time.Now().Add(time.Hour)},
+		wg.Go(func() {
+			out, _ := h.Wait(context.Background(), []string{"q"}, wakeup.WaitOptions{Deadline: start.Add(time.Hour)},
 				func() (bool, time.Duration, error) { return false, 0, nil })
 			outs <- out
-		}()
+		})
 	}
-	for h.Waiting("q") < 50 {
-		time.Sleep(time.Millisecond)
+	f.BlockUntil(t, 51) // At's timer and every waiter's
+	if n := h.Waiting("q"); n != 50 {
+		t.Fatalf("Waiting = %d, want 50", n)
 	}
 	h.Close()
 	h.Close() // twice is fine
@@ -280,8 +354,11 @@ func TestCloseEndsEveryWait(t *testing.T) {
 			t.Fatalf("Wait = %v after Close, want Stopped", out)
 		}
 	}
+	if n := f.Waiting(); n != 0 {
+		t.Fatalf("%d timers armed after Close", n)
+	}
 	// After Close: a Wait looks once and stops.
-	out, _ := h.Wait(context.Background(), []string{"q"}, wakeup.WaitOptions{Deadline: time.Now().Add(time.Hour)},
+	out, _ := h.Wait(context.Background(), []string{"q"}, wakeup.WaitOptions{Deadline: start.Add(time.Hour)},
 		func() (bool, time.Duration, error) { return false, 0, nil })
 	if out != wakeup.Stopped || h.Pending() != 0 {
 		t.Fatalf("Wait after Close = %v, pending %d", out, h.Pending())
@@ -290,14 +367,22 @@ func TestCloseEndsEveryWait(t *testing.T) {
 }
 
 func TestWaitCancelled(t *testing.T) {
-	h := wakeup.New(wakeup.Options{})
-	defer h.Close()
+	h, f := fakeHub(t, wakeup.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(20*time.Millisecond, cancel)
-	out, err := h.Wait(ctx, []string{"q"}, wakeup.WaitOptions{Deadline: time.Now().Add(time.Hour)},
-		func() (bool, time.Duration, error) { return false, 0, nil })
-	if out != wakeup.Cancelled || err == nil {
-		t.Fatalf("Wait = %v, %v", out, err)
+	type result struct {
+		out wakeup.Outcome
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		out, err := h.Wait(ctx, []string{"q"}, wakeup.WaitOptions{Deadline: start.Add(time.Hour)},
+			func() (bool, time.Duration, error) { return false, 0, nil })
+		res <- result{out, err}
+	}()
+	f.BlockUntil(t, 1)
+	cancel()
+	if r := receive(t, res, "Wait after its context ended"); r.out != wakeup.Cancelled || r.err == nil {
+		t.Fatalf("Wait = %v, %v", r.out, r.err)
 	}
 	if h.Waiting("q") != 0 {
 		t.Fatal("a cancelled waiter stays registered")
