@@ -38,80 +38,47 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 	return op.results, nil
 }
 
-// replaceHits gives each original job that a hit of op replaces (a queue
-// with on_duplicate = "replace" or "debounce") the request's payload,
-// headers, priority and run-at, while it still waits (storerule.Replacement):
-// a job stored before this group, or one an earlier enqueue of the group
-// created. The record takes the request's fingerprint.
-func (s *Store) replaceHits(t *tx, g *storerule.Group, op *enqueueOp) error {
-	for i := range op.jobs {
-		j, res := &op.jobs[i], &op.results[i]
-		if !j.Replace || res.Err != nil || !res.Deduplicated {
-			continue
-		}
-		e := g.Records[storerule.Key{Queue: j.Queue, Key: j.Key}]
-		if e == nil {
-			continue
-		}
-		if e.Created { // created by this group: not written yet
-			for _, n := range g.New {
-				if n.ID != e.JobID {
-					continue
-				}
-				runAt, st, ok := storerule.Replacement(j, &e.Record, n.State, n.RunAt, op.now)
-				if ok {
-					n.Payload, n.Headers, n.Priority, n.RunAt, n.State = j.Payload, j.Headers, j.Priority, runAt, st
-					e.Fingerprint = j.Fingerprint
-					res.Replaced, res.RunAt = true, storerule.FromMicros(runAt)
-				}
-				break
-			}
-			continue
-		}
-		r, err := getJob(t.b, e.JobID)
-		if errors.Is(err, store.ErrJobNotFound) {
-			continue // deleted by retention: nothing waits
-		}
-		if err != nil {
-			return err
-		}
-		runAt, st, ok := storerule.Replacement(j, &e.Record, storerule.VisibleState(r.State, r.RunAt, op.now), r.RunAt, op.now)
-		if !ok {
-			continue
-		}
-		if err := t.unindex(r); err != nil {
-			return err
-		}
-		r.Payload, r.Headers, r.Priority, r.RunAt, r.State = j.Payload, j.Headers, j.Priority, runAt, st
-		if err := t.putJob(r); err != nil {
-			return err
-		}
-		if err := t.index(r, op.now); err != nil {
-			return err
-		}
-		e.Fingerprint = j.Fingerprint
-		res.Replaced, res.RunAt = true, storerule.FromMicros(runAt)
-	}
-	return nil
-}
-
 // applyEnqueues decides every job of the given enqueue ops against the
 // stored dedup records and each other, in submission order
-// (storerule.Group), then writes the new jobs, their index entries and the
-// records. An atomic op that fails contributes nothing, and neither does an
-// op older than the dedup horizon (storerule.Stale): a sweep this writer
-// applied before it may have deleted a record it would have found.
+// (storerule.Group), then writes what the group decided: the new jobs and
+// their index entries, the records and their expiry entries, the hit
+// counts, and the stored jobs that replacing hits changed. An atomic op
+// that fails contributes nothing, and neither does an op older than the
+// dedup horizon (storerule.Stale): a sweep this writer applied before it
+// may have deleted a record it would have found.
 func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 	g := storerule.NewGroup()
+	g.Horizon = t.horizon
+	stored, err := s.readRecords(t, g, ops)
+	if err != nil {
+		return err
+	}
+	originals, err := readOriginals(t, g, ops)
+	if err != nil {
+		return err
+	}
+	for _, wop := range ops {
+		op := wop.enqueue
+		if err := g.Decide(op.atomic, op.now, op.jobs, op.results); err != nil {
+			wop.err = err
+		}
+	}
+	if err := writeJobs(t, g, originals); err != nil {
+		return err
+	}
+	return s.writeRecords(t, g, stored)
+}
+
+// readRecords reads into g the stored dedup record of every key of ops
+// that the filter does not rule out, and returns them as stored.
+func (s *Store) readRecords(t *tx, g *storerule.Group, ops []*writeOp) (map[storerule.Key]*dedupRecord, error) {
 	stored := map[storerule.Key]*dedupRecord{}
 	seen := map[storerule.Key]bool{}
+	filter := s.filter.Load()
 	var err error
 	for _, wop := range ops {
-		storerule.Keys(wop.enqueue.jobs, seen, func(k storerule.Key) {
-			if err != nil {
-				return
-			}
-			if !s.filter.Load().mayContain(dedupName(k.Queue, k.Key)) {
+		storerule.Keys(wop.enqueue.jobs, wop.enqueue.now, seen, func(k storerule.Key, _ storerule.Record) {
+			if err != nil || !filter.mayContain(dedupName(k.Queue, k.Key)) {
 				return // certainly new: no record to read
 			}
 			var d *dedupRecord
@@ -121,26 +88,63 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 			}
 		})
 		if err != nil {
+			return nil, err
+		}
+	}
+	return stored, nil
+}
+
+// readOriginals reads the job of every stored record that a hit of ops may
+// replace (storerule.Replacing) into its entry, and returns them by id.
+func readOriginals(t *tx, g *storerule.Group, ops []*writeOp) (map[store.JobID]*record, error) {
+	var originals map[store.JobID]*record
+	var err error
+	for _, wop := range ops {
+		storerule.Replacing(wop.enqueue.jobs, func(k storerule.Key) {
+			e := g.Records[k]
+			if err != nil || e == nil || e.Original != nil {
+				return
+			}
+			var r *record
+			if r, err = getJob(t.b, e.JobID); errors.Is(err, store.ErrJobNotFound) {
+				err = nil // deleted by retention: nothing waits
+				return
+			}
+			if err == nil {
+				if originals == nil {
+					originals = map[store.JobID]*record{}
+				}
+				originals[r.ID] = r
+				e.Original = &storerule.Job{ID: r.ID, Queue: r.Queue, State: r.State, RunAt: r.RunAt}
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return originals, nil
+}
+
+// writeJobs writes the jobs g decided: the stored ones that hits replaced,
+// then the new ones, each with its index entry.
+func writeJobs(t *tx, g *storerule.Group, originals map[store.JobID]*record) error {
+	for _, o := range g.Replaced {
+		r := originals[o.ID]
+		if err := t.unindex(r); err != nil {
 			return err
 		}
-	}
-	for _, wop := range ops {
-		op := wop.enqueue
-		if storerule.ReadsRecords(op.jobs) {
-			if err := storerule.Stale(op.now, t.horizon); err != nil {
-				wop.err = err
-				continue
-			}
+		r.Payload, r.Headers, r.Priority, r.RunAt, r.State = o.Payload, o.Headers, o.Priority, o.RunAt, o.State
+		if err := t.putJob(r); err != nil {
+			return err
 		}
-		if err := g.Decide(op.atomic, op.now, op.jobs, op.results); err != nil {
-			wop.err = err
+		// The index its state says: available means due by the clock of
+		// the hit that replaced it.
+		due := r.RunAt - 1
+		if r.State == store.JobStateAvailable {
+			due = r.RunAt
 		}
-	}
-	for _, wop := range ops {
-		if wop.err == nil {
-			if err := s.replaceHits(t, g, wop.enqueue); err != nil {
-				return err
-			}
+		if err := t.index(r, due); err != nil {
+			return err
 		}
 	}
 	for _, j := range g.New {
@@ -158,7 +162,14 @@ func (s *Store) applyEnqueues(t *tx, ops []*writeOp) error {
 			return err
 		}
 	}
-	for _, k := range g.Replaced {
+	return nil
+}
+
+// writeRecords writes the dedup records g decided: the created ones over
+// the expired ones they replace, with their expiry entries, and the hit
+// counts and fingerprints of the stored ones it hit.
+func (s *Store) writeRecords(t *tx, g *storerule.Group, stored map[storerule.Key]*dedupRecord) error {
+	for _, k := range g.Expired {
 		if old := stored[k]; old != nil {
 			if err := t.del(dedupExpKey(old.ExpiresAt, k.Queue, k.Key)); err != nil {
 				return err

@@ -51,7 +51,7 @@ func (s *Store) enqueueHits(ctx context.Context, op *enqueueOp) (bool, error) {
 	g := storerule.NewGroup()
 	err := s.read(func(db *pebble.DB) error {
 		var err error
-		storerule.Keys(op.jobs, map[storerule.Key]bool{}, func(k storerule.Key) {
+		storerule.Keys(op.jobs, op.now, map[storerule.Key]bool{}, func(k storerule.Key, _ storerule.Record) {
 			if err != nil {
 				return
 			}
@@ -71,7 +71,7 @@ func (s *Store) enqueueHits(ctx context.Context, op *enqueueOp) (bool, error) {
 	}
 	results := make([]store.EnqueueResult, len(op.jobs))
 	derr := g.Decide(op.atomic, op.now, op.jobs, results)
-	if len(g.New) > 0 || len(g.Created) > 0 || len(g.Replaced) > 0 {
+	if len(g.New) > 0 || len(g.Created) > 0 || len(g.Expired) > 0 || len(g.Replaced) > 0 {
 		return false, nil
 	}
 	// The records read were created by commits that have synced, unless

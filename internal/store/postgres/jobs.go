@@ -70,13 +70,10 @@ func scanJob(row pgx.Row) (*store.Job, error) {
 	return &j, nil
 }
 
-// EnqueueBatch implements store.Store. The whole batch is one transaction
-// of three pipelined rounds: each keyed job claims its (queue, key) with
-// INSERT ... ON CONFLICT (which waits for a concurrent claim of the same key
-// on any node and then sees it, so exactly one job is created per live key);
-// the jobs whose key was live read the record; the new jobs are copied in.
-// Round 1 also reads the dedup horizon, after the claims, and a batch older
-// than it fails whole (storerule.Stale).
+// EnqueueBatch implements store.Store. The whole batch is one transaction:
+// it claims and locks every dedup record the batch is judged by (claim),
+// lets storerule.Group.Decide decide the batch against them, and writes what
+// was decided (claims.write).
 func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) ([]store.EnqueueResult, error) {
 	now := micros(p.Now)
 	jobs, err := storerule.PrepareBatch(p.Jobs, now)
@@ -88,11 +85,15 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 	for attempt := 1; ; attempt++ {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			clear(results)
-			return enqueueInTx(ctx, tx, p.Atomic, now, jobs, results)
+			// On a copy: a hit that replaces changes the job of the batch it
+			// replaces, and a transaction run again starts from the request.
+			return enqueueInTx(ctx, tx, p.Atomic, now, slices.Clone(jobs), results)
 		})
 		// Claims are taken in key order, so enqueues do not deadlock each
-		// other; a deadlock with another kind of transaction (the sweeper)
-		// rolled everything back, and the batch runs again.
+		// other; a deadlock with another kind of transaction (the sweeper,
+		// or a Complete, which locks a job and then its record, while a hit
+		// that replaces locks them the other way) rolled everything back,
+		// and the batch runs again.
 		if !isDeadlock(err) || attempt == 3 {
 			break
 		}
@@ -111,11 +112,45 @@ func (s *Store) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) (
 	return results, nil
 }
 
+// enqueueInTx claims the records the batch is judged by, decides the batch
+// against them and writes what was decided.
+func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []storerule.Job, results []store.EnqueueResult) error {
+	c, err := claim(ctx, tx, now, jobs)
+	if err != nil {
+		return err
+	}
+	if err := c.Decide(atomic, now, jobs, results); err != nil {
+		return err
+	}
+	return c.write(ctx, tx)
+}
+
+// claims are the dedup records of one enqueue's keys, claimed and locked in
+// its transaction, in the group that decides the enqueue against them.
+type claims struct {
+	*storerule.Group
+	keys []claimedKey // in claim order
+}
+
+// claimedKey is a key of the batch and what its claim found.
+type claimedKey struct {
+	k storerule.Key
+	// first is the record the claim inserts when the key has none: the one
+	// the first job naming the key creates (storerule.Keys).
+	first storerule.Record
+	// inserted: the key had no record, and the claim inserted first.
+	inserted bool
+}
+
+// claimKeySQL claims a key: it inserts the record when the key has none,
+// and otherwise locks the one it has (ON CONFLICT DO UPDATE locks the row
+// even when its WHERE lets it update nothing). A claim of a key that a
+// transaction on any node holds waits for that transaction to end and then
+// sees its record, so there is one job per live key. It returns a row only
+// when it inserted.
 const claimKeySQL = `INSERT INTO sepp_dedup (queue, key, job_id, first_enqueued_at, expires_at, fingerprint, hits)
  VALUES ($1, $2, $3, $4, $5, $6, 0)
- ON CONFLICT (queue, key) DO UPDATE SET job_id = EXCLUDED.job_id, first_enqueued_at = EXCLUDED.first_enqueued_at,
-   expires_at = EXCLUDED.expires_at, fingerprint = EXCLUDED.fingerprint, hits = 0
- WHERE sepp_dedup.expires_at <= $4
+ ON CONFLICT (queue, key) DO UPDATE SET hits = sepp_dedup.hits WHERE false
  RETURNING job_id`
 
 // horizonSQL reads the dedup horizon (storerule.Stale). It goes in the
@@ -126,412 +161,173 @@ const claimKeySQL = `INSERT INTO sepp_dedup (queue, key, job_id, first_enqueued_
 // enqueues.
 const horizonSQL = `SELECT horizon FROM sepp_dedup_horizon`
 
-// readHorizon reads the result of horizonSQL from br and judges an enqueue
-// at now by it.
-func readHorizon(br pgx.BatchResults, now int64) error {
-	var horizon int64
-	if err := br.QueryRow().Scan(&horizon); err != nil {
-		return err
-	}
-	return storerule.Stale(now, horizon)
-}
-
-// enqueueInTx decides with the rules of storerule: the claim (round 1) is
-// where a record at or past its expiry counts as absent; a live record is
-// judged by storerule.Hit.
-//
-// Each pass works on a copy of the jobs, so nothing of a pass that is undone
-// (or of a transaction retried after a deadlock) stays in them. A pass of a
-// non-atomic batch whose rule refusals changed what its other items saw (an
-// item was a hit on, or refused by, a job the batch then refused) is rolled
-// back to a savepoint taken at its start and run again without the items
-// refused for good; each pass removes at least one, so this ends.
-func enqueueInTx(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []storerule.Job, results []store.EnqueueResult) error {
-	todo := make([]int, len(jobs))
-	for i := range todo {
-		todo[i] = i
-	}
-	savepoint := !atomic && len(jobs) > 1 && slices.ContainsFunc(jobs, func(j storerule.Job) bool { return len(j.Rules) > 0 })
-	for {
-		pass := make([]storerule.Job, len(todo))
-		res := make([]store.EnqueueResult, len(todo))
-		for k, i := range todo {
-			pass[k] = jobs[i]
-		}
-		refused, err := enqueuePass(ctx, tx, atomic, savepoint, now, pass, res)
-		var je *store.JobError
-		if errors.As(err, &je) {
-			je.Index = todo[je.Index]
-		}
-		if err != nil {
-			return err
-		}
-		if refused == nil {
-			for k, i := range todo {
-				results[i] = res[k]
-			}
-			return nil
-		}
-		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT sepp_enqueue"); err != nil {
-			return err
-		}
-		keep := make([]int, 0, len(todo))
-		for k, i := range todo {
-			if refused[k] {
-				results[i] = res[k]
-			} else {
-				keep = append(keep, i)
-			}
-		}
-		todo = keep
-	}
-}
-
-// enqueuePass is one pass of enqueueInTx over jobs. When the pass must be
-// undone and run again it returns the items refused for good (refused) and
-// writes nothing further; results then holds their refusals.
-func enqueuePass(ctx context.Context, tx pgx.Tx, atomic, savepoint bool, now int64, jobs []storerule.Job, results []store.EnqueueResult) (refused []bool, err error) {
-	// Round 1: claim every key. The claims lock dedup rows, so they go in
-	// (queue, key) order: two batches with the same keys in other orders,
-	// on any nodes, then wait for each other instead of deadlocking. The
-	// sort is stable, so of a key twice in one batch the first in job order
-	// claims and the second sees it and returns no row.
-	order := make([]int, 0, len(jobs))
-	for i := range jobs {
-		if jobs[i].Keyed {
-			order = append(order, i)
-		}
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		return cmp.Or(strings.Compare(jobs[a].Queue, jobs[b].Queue), strings.Compare(jobs[a].Key, jobs[b].Key))
+// claim claims every key of jobs, job keys and rule keys alike
+// (storerule.Keys), then reads the records the claims found. The claims lock
+// rows, so they go in (queue, key) order: two enqueues with keys in common,
+// on any nodes, then wait for each other instead of deadlocking.
+func claim(ctx context.Context, tx pgx.Tx, now int64, jobs []storerule.Job) (*claims, error) {
+	c := &claims{Group: storerule.NewGroup()}
+	storerule.Keys(jobs, now, map[storerule.Key]bool{}, func(k storerule.Key, first storerule.Record) {
+		c.keys = append(c.keys, claimedKey{k: k, first: first})
 	})
-	claims := &pgx.Batch{}
-	if savepoint {
-		claims.Queue("SAVEPOINT sepp_enqueue")
+	if len(c.keys) == 0 {
+		return c, nil
 	}
-	for _, i := range order {
-		pj := &jobs[i]
-		claims.Queue(claimKeySQL, pj.Queue, []byte(pj.Key), pgID(pj.ID), now, now+pj.Window, pj.Fingerprint[:])
-	}
-	if len(order) > 0 {
-		claims.Queue(horizonSQL)
-	}
-	live := make([]bool, len(jobs))           // the key was live: a hit or a conflict
-	liveJob := make([]store.JobID, len(jobs)) // the job its record names
-	if claims.Len() > 0 {
-		br := tx.SendBatch(ctx, claims)
-		if savepoint {
-			if _, err := br.Exec(); err != nil {
-				br.Close()
-				return nil, err
-			}
-		}
-		for _, i := range order {
-			var got pgtype.UUID
-			err := br.QueryRow().Scan(&got)
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				live[i] = true
-			case err != nil:
-				br.Close()
-				return nil, err
-			}
-		}
-		if len(order) > 0 {
-			if err := readHorizon(br, now); err != nil {
-				br.Close()
-				return nil, err
-			}
-		}
-		if err := br.Close(); err != nil {
-			return nil, err
-		}
-	}
-	// Round 2: read the live records, decide hits and conflicts.
-	reads := &pgx.Batch{}
-	for i := range jobs {
-		if live[i] {
-			reads.Queue(`SELECT job_id, first_enqueued_at, expires_at, fingerprint FROM sepp_dedup
- WHERE queue = $1 AND key = $2 FOR UPDATE`, jobs[i].Queue, []byte(jobs[i].Key))
-		}
-	}
-	hits := &pgx.Batch{}
-	type replacing struct {
-		i   int
-		rec storerule.Record
-	}
-	var replaces []replacing
-	if reads.Len() > 0 {
-		br := tx.SendBatch(ctx, reads)
-		for i := range jobs {
-			if !live[i] {
-				continue
-			}
-			var id pgtype.UUID
-			var rec storerule.Record
-			var stored []byte
-			if err := br.QueryRow().Scan(&id, &rec.FirstEnqueuedAt, &rec.ExpiresAt, &stored); err != nil {
-				br.Close()
-				return nil, err
-			}
-			rec.JobID = id.Bytes
-			liveJob[i] = rec.JobID
-			copy(rec.Fingerprint[:], stored)
-			r, err := storerule.Hit(&rec, &jobs[i])
-			if err != nil && atomic {
-				br.Close()
-				return nil, &store.JobError{Index: i, Err: err}
-			}
-			results[i], results[i].Err = r, err
-			if err == nil {
-				hits.Queue(`UPDATE sepp_dedup SET hits = hits + 1 WHERE queue = $1 AND key = $2`, jobs[i].Queue, []byte(jobs[i].Key))
-				if jobs[i].Replace {
-					replaces = append(replaces, replacing{i, rec})
-				}
-			}
-		}
-		if err := br.Close(); err != nil {
-			return nil, err
-		}
-	}
-	// Round 2a: hits that replace a waiting original (on_duplicate =
-	// "replace" or "debounce").
-	for _, rp := range replaces {
-		if err := replaceHit(ctx, tx, now, jobs, live, rp.i, &rp.rec, &results[rp.i]); err != nil {
-			return nil, err
-		}
-	}
-	// Round 2b: the uniqueness rules of the jobs to create, claimed like
-	// keys, in job order, so an earlier job of the batch holds a rule key
-	// against a later one.
-	violated, holder, err := claimRules(ctx, tx, atomic, now, jobs, live, results)
-	if err != nil {
+	slices.SortFunc(c.keys, func(a, b claimedKey) int {
+		return cmp.Or(strings.Compare(a.k.Queue, b.k.Queue), strings.Compare(a.k.Key, b.k.Key))
+	})
+	if err := c.lock(ctx, tx); err != nil {
 		return nil, err
 	}
-	if refused := voidRefusals(jobs, live, liveJob, violated, holder); refused != nil {
-		return refused, nil
-	}
-	if err := undoRefused(ctx, tx, jobs, violated); err != nil {
-		return nil, err
-	}
-	// Round 3: count the hits and copy the new jobs in.
-	var rows [][]any
-	created := map[string]bool{}
-	for i := range jobs {
-		if live[i] || violated[i] {
-			continue
-		}
-		pj := &jobs[i]
-		results[i] = storerule.Created(pj, now)
-		var key []byte
-		if pj.Keyed {
-			key = []byte(pj.Key)
-		}
-		rows = append(rows, []any{pgID(pj.ID), pj.Queue, pj.JobType, pj.Payload, key, pj.Priority, pj.RunAt,
-			pj.MaxAttempts, pj.Headers, int16(pj.State), now, int16(pj.ReleaseKeyOn)})
-		created[pj.Queue] = true
-	}
-	if hits.Len() > 0 {
-		if err := tx.SendBatch(ctx, hits).Close(); err != nil {
-			return nil, err
-		}
-	}
-	if len(rows) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"sepp_jobs"}, []string{"id", "queue", "job_type", "payload",
-			"idempotency_key", "priority", "run_at", "max_attempts", "headers", "state", "created_at", "release_key_on"},
-			pgx.CopyFromRows(rows)); err != nil {
-			return nil, err
-		}
-	}
-	for q := range created {
-		if err := notifyJobs(ctx, tx, q); err != nil {
-			return nil, err
-		}
-	}
-	return nil, nil
+	return c, c.read(ctx, tx, now, jobs)
 }
 
-// voidRefusals reports whether a rule refusal of this pass changed what
-// other items saw: an item was a hit on (or a conflict with) a job the pass
-// refused, or was refused on a rule key that a refused job had claimed. If
-// so it returns the refusals that hold whatever the rest decides: those by
-// a record of another call, and those by a job of the batch that was not
-// refused itself (such a job is created in every later pass too). Otherwise
-// it returns nil.
-func voidRefusals(jobs []storerule.Job, live []bool, liveJob []store.JobID, violated []bool, holder []store.JobID) []bool {
-	if !slices.Contains(violated, true) {
-		return nil
-	}
-	refusedJob := map[store.JobID]bool{}
-	for i := range jobs {
-		if violated[i] {
-			refusedJob[jobs[i].ID] = true
-		}
-	}
-	void := false
-	for i := range jobs {
-		void = void || (live[i] && refusedJob[liveJob[i]]) || (violated[i] && refusedJob[holder[i]])
-	}
-	if !void {
-		return nil
-	}
-	final := make([]bool, len(jobs))
-	for i := range jobs {
-		final[i] = violated[i] && !refusedJob[holder[i]]
-	}
-	return final
-}
-
-// replaceHit gives the original job of the hit jobs[i] (record rec) the
-// request's payload, headers, priority and run-at while it still waits
-// (storerule.Replacement): a job of this batch not copied in yet, or a
-// stored one, locked. The record takes the request's fingerprint.
-func replaceHit(ctx context.Context, tx pgx.Tx, now int64, jobs []storerule.Job, live []bool, i int, rec *storerule.Record, res *store.EnqueueResult) error {
-	j := &jobs[i]
-	for m := range jobs {
-		if live[m] || jobs[m].ID != rec.JobID {
-			continue
-		}
-		// Created by this batch, copied in below.
-		runAt, st, ok := storerule.Replacement(j, rec, jobs[m].State, jobs[m].RunAt, now)
-		if ok {
-			o := &jobs[m]
-			o.Payload, o.Headers, o.Priority, o.RunAt, o.State = j.Payload, j.Headers, j.Priority, runAt, st
-			res.Replaced, res.RunAt = true, storerule.FromMicros(runAt)
-			return setFingerprint(ctx, tx, j)
-		}
-		return nil
-	}
-	var state int16
-	var runAt int64
-	err := tx.QueryRow(ctx, `SELECT state, run_at FROM sepp_jobs WHERE id = $1 FOR UPDATE`, pgID(rec.JobID)).Scan(&state, &runAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // deleted by retention: nothing waits
-	}
-	if err != nil {
-		return err
-	}
-	newRunAt, st, ok := storerule.Replacement(j, rec, storerule.VisibleState(store.JobState(state), runAt, now), runAt, now)
-	if !ok {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, `UPDATE sepp_jobs SET payload = $2, headers = $3, priority = $4, run_at = $5, state = $6 WHERE id = $1`,
-		pgID(rec.JobID), j.Payload, j.Headers, j.Priority, newRunAt, int16(st)); err != nil {
-		return err
-	}
-	res.Replaced, res.RunAt = true, storerule.FromMicros(newRunAt)
-	if err := setFingerprint(ctx, tx, j); err != nil {
-		return err
-	}
-	if st == store.JobStateAvailable {
-		return notifyJobs(ctx, tx, j.Queue)
-	}
-	return nil
-}
-
-func setFingerprint(ctx context.Context, tx pgx.Tx, j *storerule.Job) error {
-	_, err := tx.Exec(ctx, `UPDATE sepp_dedup SET fingerprint = $3 WHERE queue = $1 AND key = $2`, j.Queue, []byte(j.Key), j.Fingerprint[:])
-	return err
-}
-
-// claimRules claims the rule keys of the jobs that are not live (to be
-// created). A job whose rule key a live record holds is refused with a
-// *store.RuleViolationError (the whole call, if atomic); holder names the
-// job of that record. undoRefused then deletes what the refused jobs
-// claimed, so a refused enqueue writes nothing.
-func claimRules(ctx context.Context, tx pgx.Tx, atomic bool, now int64, jobs []storerule.Job, live []bool, results []store.EnqueueResult) (violated []bool, holder []store.JobID, err error) {
-	violated = make([]bool, len(jobs))
-	holder = make([]store.JobID, len(jobs))
-	type claim struct{ i, r int }
-	var claims []claim
+// lock sends the claims and, after them, the read of the horizon, in one
+// round trip.
+func (c *claims) lock(ctx context.Context, tx pgx.Tx) error {
 	b := &pgx.Batch{}
-	noFingerprint := make([]byte, len(store.Fingerprint{}))
-	for i := range jobs {
-		if live[i] {
+	for i := range c.keys {
+		ck := &c.keys[i]
+		f := &ck.first
+		b.Queue(claimKeySQL, ck.k.Queue, []byte(ck.k.Key), pgID(f.JobID), f.FirstEnqueuedAt, f.ExpiresAt, f.Fingerprint[:]).
+			QueryRow(func(row pgx.Row) error {
+				var id pgtype.UUID
+				err := row.Scan(&id)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return nil // the key has a record, now locked
+				}
+				ck.inserted = err == nil
+				return err
+			})
+	}
+	b.Queue(horizonSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&c.Horizon) })
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// readOriginalSQL reads and locks the job that the record of a key, live at
+// $3, names, which a hit may replace.
+const readOriginalSQL = `SELECT id, state, run_at FROM sepp_jobs
+ WHERE id = (SELECT job_id FROM sepp_dedup WHERE queue = $1 AND key = $2 AND expires_at > $3) FOR UPDATE`
+
+// read reads, in one round trip, the records the claims found (locked by
+// them) into the group, and the jobs that the records of keys whose hits
+// may replace (storerule.Replacing) name.
+func (c *claims) read(ctx context.Context, tx pgx.Tx, now int64, jobs []storerule.Job) error {
+	var replacing map[storerule.Key]bool
+	storerule.Replacing(jobs, func(k storerule.Key) {
+		if replacing == nil {
+			replacing = map[storerule.Key]bool{}
+		}
+		replacing[k] = true
+	})
+	b := &pgx.Batch{}
+	for _, ck := range c.keys {
+		if ck.inserted {
 			continue
 		}
-		for r, rule := range jobs[i].Rules {
-			b.Queue(claimKeySQL, rule.Queue, []byte(rule.Key), pgID(jobs[i].ID), now, now+rule.Window, noFingerprint)
-			claims = append(claims, claim{i, r})
+		k, e := ck.k, &storerule.Entry{Stored: true}
+		c.Records[k] = e
+		b.Queue(`SELECT job_id, first_enqueued_at, expires_at, fingerprint FROM sepp_dedup WHERE queue = $1 AND key = $2`,
+			k.Queue, []byte(k.Key)).QueryRow(func(row pgx.Row) error {
+			var id pgtype.UUID
+			var fp []byte
+			err := row.Scan(&id, &e.FirstEnqueuedAt, &e.ExpiresAt, &fp)
+			e.JobID = id.Bytes
+			copy(e.Fingerprint[:], fp)
+			return err
+		})
+		if replacing[k] {
+			b.Queue(readOriginalSQL, k.Queue, []byte(k.Key), now).QueryRow(func(row pgx.Row) error {
+				var id pgtype.UUID
+				var state int16
+				var runAt int64
+				switch err := row.Scan(&id, &state, &runAt); {
+				case errors.Is(err, pgx.ErrNoRows):
+					return nil // expired, or deleted by retention: nothing to replace
+				case err != nil:
+					return err
+				}
+				e.Original = &storerule.Job{ID: id.Bytes, Queue: k.Queue, State: store.JobState(state), RunAt: runAt}
+				return nil
+			})
 		}
 	}
 	if b.Len() == 0 {
-		return violated, holder, nil
-	}
-	// The rule claims come after round 1: they need a horizon read of their
-	// own, after them.
-	b.Queue(horizonSQL)
-	// A refused claim reads the record that holds the rule key, in the same
-	// batch.
-	br := tx.SendBatch(ctx, b)
-	var held []claim
-	for _, c := range claims {
-		var got pgtype.UUID
-		switch err := br.QueryRow().Scan(&got); {
-		case errors.Is(err, pgx.ErrNoRows):
-			held = append(held, c)
-		case err != nil:
-			br.Close()
-			return nil, nil, err
-		}
-	}
-	if err := readHorizon(br, now); err != nil {
-		br.Close()
-		return nil, nil, err
-	}
-	if err := br.Close(); err != nil {
-		return nil, nil, err
-	}
-	if len(held) == 0 {
-		return violated, holder, nil
-	}
-	reads := &pgx.Batch{}
-	for _, c := range held {
-		rule := &jobs[c.i].Rules[c.r]
-		reads.Queue(`SELECT job_id, first_enqueued_at, expires_at FROM sepp_dedup WHERE queue = $1 AND key = $2`, rule.Queue, []byte(rule.Key))
-	}
-	br = tx.SendBatch(ctx, reads)
-	defer br.Close()
-	for _, c := range held { // in job order: a job's first refused rule decides
-		var id pgtype.UUID
-		var rec storerule.Record
-		if err := br.QueryRow().Scan(&id, &rec.FirstEnqueuedAt, &rec.ExpiresAt); err != nil {
-			return nil, nil, err
-		}
-		if violated[c.i] {
-			continue
-		}
-		rec.JobID = id.Bytes
-		verr := storerule.RuleViolated(jobs[c.i].Rules[c.r].Name, &rec)
-		if atomic {
-			return nil, nil, &store.JobError{Index: c.i, Err: verr}
-		}
-		violated[c.i], holder[c.i] = true, rec.JobID
-		results[c.i] = store.EnqueueResult{Err: verr}
-	}
-	return violated, holder, br.Close()
-}
-
-// undoRefused deletes the records the refused jobs claimed, their keys' and
-// their rules', where the records still name them.
-func undoRefused(ctx context.Context, tx pgx.Tx, jobs []storerule.Job, violated []bool) error {
-	undo := &pgx.Batch{}
-	const del = `DELETE FROM sepp_dedup WHERE queue = $1 AND key = $2 AND job_id = $3`
-	for i, j := range jobs {
-		if !violated[i] {
-			continue
-		}
-		if j.Keyed {
-			undo.Queue(del, j.Queue, []byte(j.Key), pgID(j.ID))
-		}
-		for _, r := range j.Rules {
-			undo.Queue(del, r.Queue, []byte(r.Key), pgID(j.ID))
-		}
-	}
-	if undo.Len() == 0 {
 		return nil
 	}
-	return tx.SendBatch(ctx, undo).Close()
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// write writes what the group decided, in one round trip and a COPY: the
+// rows of the claimed keys as decided, the stored jobs hits replaced, and
+// the new jobs. The notifications go in the same round trip: they are
+// delivered at commit.
+func (c *claims) write(ctx context.Context, tx pgx.Tx) error {
+	b := &pgx.Batch{}
+	for _, ck := range c.keys {
+		c.writeRecord(b, ck)
+	}
+	announce := map[string]bool{}
+	for _, o := range c.Replaced {
+		b.Queue(`UPDATE sepp_jobs SET payload = $2, headers = $3, priority = $4, run_at = $5, state = $6 WHERE id = $1`,
+			pgID(o.ID), o.Payload, o.Headers, o.Priority, o.RunAt, int16(o.State))
+		if o.State == store.JobStateAvailable {
+			announce[o.Queue] = true
+		}
+	}
+	for _, j := range c.New {
+		announce[j.Queue] = true
+	}
+	for q := range announce {
+		queueNotifyJobs(b, q)
+	}
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+	}
+	return copyJobs(ctx, tx, c.New)
+}
+
+// writeRecord queues on b the write that leaves the row of a claimed key as
+// the group decided: none when it is already so.
+func (c *claims) writeRecord(b *pgx.Batch, ck claimedKey) {
+	k, e := ck.k, c.Records[ck.k]
+	switch {
+	case e == nil:
+		// Claimed for a job that was not created.
+		b.Queue(`DELETE FROM sepp_dedup WHERE queue = $1 AND key = $2`, k.Queue, []byte(k.Key))
+	case e.Created:
+		if !ck.inserted || e.Record != ck.first || e.Hits > 0 {
+			b.Queue(`UPDATE sepp_dedup SET job_id = $3, first_enqueued_at = $4, expires_at = $5, fingerprint = $6, hits = $7
+ WHERE queue = $1 AND key = $2`, k.Queue, []byte(k.Key), pgID(e.JobID), e.FirstEnqueuedAt, e.ExpiresAt, e.Fingerprint[:], e.Hits)
+		}
+	case e.Hits > 0:
+		// Hit; a hit that replaced the job also gave the record its
+		// fingerprint.
+		b.Queue(`UPDATE sepp_dedup SET hits = hits + $3, fingerprint = $4 WHERE queue = $1 AND key = $2`,
+			k.Queue, []byte(k.Key), e.Hits, e.Fingerprint[:])
+	}
+}
+
+// copyJobs copies the new jobs in.
+func copyJobs(ctx context.Context, tx pgx.Tx, jobs []*storerule.Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(jobs))
+	for i, j := range jobs {
+		var key []byte
+		if j.Keyed {
+			key = []byte(j.Key)
+		}
+		rows[i] = []any{pgID(j.ID), j.Queue, j.JobType, j.Payload, key, j.Priority, j.RunAt,
+			j.MaxAttempts, j.Headers, int16(j.State), j.CreatedAt, int16(j.ReleaseKeyOn)}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"sepp_jobs"}, []string{"id", "queue", "job_type", "payload",
+		"idempotency_key", "priority", "run_at", "max_attempts", "headers", "state", "created_at", "release_key_on"},
+		pgx.CopyFromRows(rows))
+	return err
 }
 
 // GetJob implements store.Store.

@@ -18,15 +18,22 @@ const (
 
 var _ store.Notifier = (*Store)(nil)
 
+// notifyJobsSQL announces that queue $2 has deliverable jobs.
+const notifyJobsSQL = `SELECT pg_notify($1, $2)`
+
 // notifyJobs announces, inside tx, that queues have deliverable jobs.
 func notifyJobs(ctx context.Context, tx pgx.Tx, queues ...string) error {
 	for _, q := range queues {
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, jobsChannel, q); err != nil {
+		if _, err := tx.Exec(ctx, notifyJobsSQL, jobsChannel, q); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// queueNotifyJobs queues on b, to run in a transaction, the announcement
+// that queue has deliverable jobs.
+func queueNotifyJobs(b *pgx.Batch, queue string) { b.Queue(notifyJobsSQL, jobsChannel, queue) }
 
 // Listen implements store.Notifier on one connection of its own, taken
 // from the pool; after a lost connection it retries every second.

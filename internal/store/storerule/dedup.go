@@ -81,146 +81,15 @@ func Created(j *Job, now int64) store.EnqueueResult {
 	return r
 }
 
-// NewRecord is the record an enqueue of j at now creates.
+// NewRecord is the record of its key that an enqueue of j at now creates.
 func NewRecord(j *Job, now int64) Record {
 	return Record{JobID: j.ID, FirstEnqueuedAt: now, ExpiresAt: now + j.Window, Fingerprint: j.Fingerprint}
 }
 
-// Entry is a dedup record as one group of enqueues sees it.
-type Entry struct {
-	Record
-	// Stored: the backend read the record from storage before deciding.
-	Stored bool
-	// Created: this group writes the record (new, or replacing an expired
-	// stored one); it is written with Hits as its hit count.
-	Created bool
-	// Hits is what this group adds to the record's hit count.
-	Hits int64
-}
-
-// Group decides a group of enqueue calls that one backend transaction
-// writes together, against the stored records and against each other, in
-// submission order. The backend fills Records with the stored records of the
-// group's keys (Stored set), calls Decide for each call, then writes New,
-// the Created records (deleting the Replaced ones first, if it must) and the
-// hits of the other records it read.
-type Group struct {
-	Records map[Key]*Entry
-	// New are the jobs to write, in order.
-	New []*Job
-	// Created are the records to write, in order.
-	Created []Key
-	// Replaced are stored records, expired, that a Created record replaces.
-	Replaced []Key
-}
-
-// NewGroup returns an empty group.
-func NewGroup() *Group { return &Group{Records: map[Key]*Entry{}} }
-
-// Keys calls fn once for every distinct key of jobs: what the backend must
-// read before deciding.
-func Keys(jobs []Job, seen map[Key]bool, fn func(Key)) {
-	visit := func(k Key) {
-		if !seen[k] {
-			seen[k] = true
-			fn(k)
-		}
-	}
-	for i := range jobs {
-		if jobs[i].Keyed {
-			visit(Key{jobs[i].Queue, jobs[i].Key})
-		}
-		for _, r := range jobs[i].Rules {
-			visit(Key{r.Queue, r.Key})
-		}
-	}
-}
-
-// Decide decides the jobs of one enqueue call made at now, filling results
-// (one per job). A hit is a hit on whatever the group holds for the key, so
-// the same key twice, in one call or in two calls of the group, makes the
-// second a hit on the first. A conflict fails that job alone, or, in an
-// atomic call, the whole call: Decide then returns a *store.JobError and the
-// call leaves no trace in the group (its writes and hits are staged and
-// dropped).
-func (g *Group) Decide(atomic bool, now int64, jobs []Job, results []store.EnqueueResult) error {
-	staged := map[Key]*Entry{}
-	var (
-		stagedKeys []Key // in job order
-		hits       []*Entry
-		fresh      []*Job
-		replaced   []Key
-	)
-	entry := func(k Key) *Entry {
-		if e := staged[k]; e != nil {
-			return e
-		}
-		return g.Records[k]
-	}
-	// stage records that j creates the record at k, replacing an expired
-	// stored one.
-	stage := func(k Key, rec Record) {
-		if e := entry(k); e != nil && e.Stored && !e.Created {
-			replaced = append(replaced, k)
-		}
-		staged[k] = &Entry{Record: rec, Created: true}
-		stagedKeys = append(stagedKeys, k)
-	}
-	for i := range jobs {
-		j := &jobs[i]
-		var k Key
-		if j.Keyed {
-			k = Key{j.Queue, j.Key}
-			if e := entry(k); e != nil && e.Live(now) {
-				r, err := Hit(&e.Record, j)
-				if err != nil && atomic {
-					clear(results)
-					return &store.JobError{Index: i, Err: err}
-				}
-				results[i] = r
-				results[i].Err = err
-				if err == nil {
-					hits = append(hits, e)
-				}
-				continue
-			}
-		}
-		// A job to create: every rule key must be free.
-		if err := ruleViolation(j, now, entry); err != nil {
-			if atomic {
-				clear(results)
-				return &store.JobError{Index: i, Err: err}
-			}
-			results[i] = store.EnqueueResult{Err: err}
-			continue
-		}
-		if j.Keyed {
-			stage(k, NewRecord(j, now))
-		}
-		for _, r := range j.Rules {
-			stage(Key{r.Queue, r.Key}, Record{JobID: j.ID, FirstEnqueuedAt: now, ExpiresAt: now + r.Window})
-		}
-		fresh = append(fresh, j)
-		results[i] = Created(j, now)
-	}
-	for _, e := range hits {
-		e.Hits++
-	}
-	for _, k := range stagedKeys {
-		e := staged[k]
-		if old := g.Records[k]; old != nil && old.Created {
-			// An earlier call of this group created this record and it has
-			// expired by this call's clock (a window shorter than the time
-			// between the two): the one write writes the newer record.
-			*old = *e
-			continue
-		}
-		g.Records[k] = e
-		g.Created = append(g.Created, k)
-	}
-	g.New = append(g.New, fresh...)
-	g.Replaced = append(g.Replaced, replaced...)
-	return nil
+// RuleRecord is the record of the key of its rule r that an enqueue of j at
+// now creates. It has no fingerprint: a rule key is held, never hit.
+func RuleRecord(j *Job, r *Rule, now int64) Record {
+	return Record{JobID: j.ID, FirstEnqueuedAt: now, ExpiresAt: now + r.Window}
 }
 
 // Rule is one uniqueness rule as a prepared job meets it: its records live
@@ -243,17 +112,6 @@ func RuleQueue(queue, name string) string { return ruleQueuePrefix + queue + "\x
 // IsRuleQueue reports whether a record's queue name is a rule's, not a
 // queue's: listings of queues skip those.
 func IsRuleQueue(name string) bool { return strings.HasPrefix(name, ruleQueuePrefix) }
-
-// ruleViolation returns the *store.RuleViolationError of the first rule of
-// j whose key is held by a live record, or nil.
-func ruleViolation(j *Job, now int64, entry func(Key) *Entry) error {
-	for _, r := range j.Rules {
-		if e := entry(Key{r.Queue, r.Key}); e != nil && e.Live(now) {
-			return RuleViolated(r.Name, &e.Record)
-		}
-	}
-	return nil
-}
 
 // RuleViolated is the error of an enqueue whose rule key the live record r
 // holds.

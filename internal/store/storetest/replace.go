@@ -64,6 +64,26 @@ func testReplaceInBatch(t *testing.T, s store.Store) {
 	}
 }
 
+// testReplaceTwiceInBatch: jobs of a batch are decided in order, so a
+// second replacing hit in one batch is judged against the payload the first
+// gave the job: the same payload again is no mismatch.
+func testReplaceTwiceInBatch(t *testing.T, s store.Store) {
+	first := enqueueOne(t, s, t0, replacing("d-7", `{"n":1}`, 0))
+	res := enqueue(t, s, t0.Add(time.Second), replacing("d-7", `{"n":2}`, 0), replacing("d-7", `{"n":2}`, 0))
+	for i, r := range res {
+		if !r.Replaced || r.JobID != first.JobID || r.PayloadMismatch != (i == 0) {
+			t.Fatalf("hit %d: %+v, want replaced, a mismatch only for the first", i, r)
+		}
+	}
+	if j := getJob(t, s, first.JobID); !bytes.Equal(j.Payload, []byte(`{"n":2}`)) {
+		t.Fatalf("the job after the batch: %s", j.Payload)
+	}
+	if l, err := lookup(t, s, t0.Add(time.Second), "digest", "d-7"); err != nil || l.Record.Hits != 2 ||
+		l.Record.Fingerprint != store.NewFingerprint("receipt", []byte(`{"n":2}`)) {
+		t.Fatalf("the record %+v, %v; want 2 hits and the fingerprint of the new payload", l, err)
+	}
+}
+
 // testDebounce: each hit on a debouncing queue moves the waiting original's
 // run-at to now + the delay, never past its first enqueue + the longest
 // wait, and never back; a job due now stays due.

@@ -47,10 +47,12 @@ func Run(t *testing.T, open Opener) {
 		{"AtomicBatchFailsWhole", testAtomicBatchFailsWhole},
 		{"AtomicBatchWithHits", testAtomicBatchWithHits},
 		{"HitsCounted", testHitsCounted},
+		{"HitsOnAJobOfTheBatch", testHitsOnAJobOfTheBatch},
 		{"RejectDuplicate", testRejectDuplicate},
 		{"RejectDuplicateInBatches", testRejectDuplicateInBatches},
 		{"ReplaceWaitingJob", testReplaceWaitingJob},
 		{"ReplaceInBatch", testReplaceInBatch},
+		{"ReplaceTwiceInBatch", testReplaceTwiceInBatch},
 		{"ReplaceInAtomicBatch", testReplaceInAtomicBatch},
 		{"Debounce", testDebounce},
 		{"RuleRefusesWithinWindow", testRuleRefusesWithinWindow},
@@ -363,6 +365,21 @@ func testAtomicBatchWithHits(t *testing.T, s store.Store) {
 	for _, k := range []string{"a", "b"} {
 		if _, err := lookup(t, s, t0, "q", k); err != nil {
 			t.Fatalf("key %q not written: %v", k, err)
+		}
+	}
+}
+
+// testHitsOnAJobOfTheBatch: hits on a job the same batch creates count on
+// its record, whether the key was new or its record had expired.
+func testHitsOnAJobOfTheBatch(t *testing.T, s store.Store) {
+	for _, now := range []time.Time{t0, t0.Add(day)} { // the second: the first's record has expired
+		res := enqueue(t, s, now, job("q", "k"), job("q", "k"), job("q", "k"))
+		if res[0].Deduplicated || !res[1].Deduplicated || !res[2].Deduplicated || res[2].JobID != res[0].JobID {
+			t.Fatalf("at %v: %+v", now, res)
+		}
+		l, err := lookup(t, s, now, "q", "k")
+		if err != nil || l.Record.JobID != res[0].JobID || l.Record.Hits != 2 || !l.Record.ExpiresAt.Equal(now.Add(day)) {
+			t.Fatalf("at %v: the record %+v, %v; want the batch's job with 2 hits", now, l, err)
 		}
 	}
 }
