@@ -13,17 +13,37 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/clock/clocktest"
+	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
 // mailer counts the mails it sends and answers each with a receipt.
 type mailer struct{ sent atomic.Int32 }
 
-func (m *mailer) send(delay time.Duration) func(context.Context) ([]byte, error) {
+func (m *mailer) send(ctx context.Context) ([]byte, error) {
+	n := m.sent.Add(1)
+	return []byte(fmt.Sprint("em_", n)), nil
+}
+
+// slowSend is a mail that takes until the test says: it closes started
+// when it begins, and sends once release is closed.
+func (m *mailer) slowSend(started chan<- struct{}, release <-chan struct{}) func(context.Context) ([]byte, error) {
 	return func(ctx context.Context) ([]byte, error) {
-		n := m.sent.Add(1)
-		time.Sleep(delay)
-		return []byte(fmt.Sprint("em_", n)), nil
+		close(started)
+		<-release
+		return m.send(ctx)
+	}
+}
+
+// await returns once ch is closed, failing the test if it is not within
+// clocktest.HangGuard (a hang: the event takes milliseconds).
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(clocktest.HangGuard):
+		t.Fatalf("no %s after %v", what, clocktest.HangGuard)
 	}
 }
 
@@ -59,10 +79,10 @@ func TestCrashBeforeAck(t *testing.T) {
 		var m mailer
 		handle := func(r sepp.Reservation) []byte {
 			if !guarded {
-				v, _ := m.send(0)(ctx)
+				v, _ := m.send(ctx)
 				return v
 			}
-			res, err := Do(ctx, c, "mail.invoice", r.Job.ID, Options{TTL: time.Hour}, m.send(0))
+			res, err := Do(ctx, c, "mail.invoice", r.Job.ID, Options{TTL: time.Hour}, m.send)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,25 +111,44 @@ func TestCrashBeforeAck(t *testing.T) {
 func TestTwoWorkersOneJob(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []Mode{Wait, Raise} {
-		_, c := connect(t, "[[queues]]\nname = \"q\"\nlease_ms = 200\n")
+		srv, c := connect(t, "[[queues]]\nname = \"q\"\nlease_ms = 200\n")
 		ctx := context.Background()
 		c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "invoice"})
 		var m mailer
 		opts := Options{TTL: time.Hour, InFlight: mode}
 		a := deliver(t, c)
-		aDone := make(chan string)
+		aStarted, aRelease := make(chan struct{}), make(chan struct{})
+		aDone := make(chan string, 1)
 		go func() {
-			res, err := Do(ctx, c, "mail.invoice", "order-9.invoice", opts, m.send(600*time.Millisecond))
+			res, err := Do(ctx, c, "mail.invoice", "order-9.invoice", opts, m.slowSend(aStarted, aRelease))
 			if err != nil {
 				t.Error(err)
+				aDone <- ""
+				return
 			}
 			aDone <- string(res.Value)
 		}()
-		b := deliver(t, c) // A's job lease (200 ms) ends while its mail takes 600 ms
+		await(t, aStarted, "start of A's mail")
+		b := deliver(t, c) // A's job lease (200 ms) ends while its mail is being sent
 		if b.Job.ID != a.Job.ID || b.Attempt != 2 {
 			t.Fatalf("B got %+v", b)
 		}
-		res, err := Do(ctx, c, "mail.invoice", "order-9.invoice", opts, m.send(0))
+		type result struct {
+			res *Result
+			err error
+		}
+		bDone := make(chan result, 1)
+		go func() {
+			res, err := Do(ctx, c, "mail.invoice", "order-9.invoice", opts, m.send)
+			bDone <- result{res, err}
+		}()
+		if mode == Wait {
+			// A finishes once B waits for it.
+			testserver.Await(t, "B waiting for A", func() bool { return srv.WaitingEffectClaims("mail.invoice", "order-9.invoice") == 1 })
+			close(aRelease)
+		}
+		br := <-bDone
+		res, err := br.res, br.err
 		switch mode {
 		case Wait:
 			receiptA := <-aDone
@@ -125,9 +164,10 @@ func TestTwoWorkersOneJob(t *testing.T) {
 			if _, err := c.Fail(ctx, b.Job.ID, b.LeaseToken, err.Error(), sepp.FailOptions{RetryAfter: ptr(10 * time.Millisecond)}); err != nil {
 				t.Fatal(err)
 			}
+			close(aRelease)
 			receiptA := <-aDone
 			next := deliver(t, c)
-			res, err := Do(ctx, c, "mail.invoice", "order-9.invoice", opts, m.send(0))
+			res, err := Do(ctx, c, "mail.invoice", "order-9.invoice", opts, m.send)
 			if err != nil || string(res.Value) != receiptA || next.Attempt != 3 {
 				t.Fatalf("raise: the next delivery got %+v %v (attempt %d); want A's receipt %s", res, err, next.Attempt, receiptA)
 			}
@@ -158,7 +198,7 @@ func TestWhatTheKeyIsMadeOf(t *testing.T) {
 		scope := "mail.invoice." + tc.name
 		for i := range 2 {
 			ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "orders", JobType: "invoice", Payload: []byte(fmt.Sprint("order-9 #", i))})
-			if _, err := Do(ctx, c, scope, tc.key(ack.JobID), Options{}, m.send(0)); err != nil {
+			if _, err := Do(ctx, c, scope, tc.key(ack.JobID), Options{}, m.send); err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
 		}
@@ -174,12 +214,12 @@ func TestFailClosed(t *testing.T) {
 	ctx := context.Background()
 	var m mailer
 	for _, key := range []string{"", strings.Repeat("k", 257)} {
-		_, err := Do(ctx, c, "mail.invoice", key, Options{}, m.send(0))
+		_, err := Do(ctx, c, "mail.invoice", key, Options{}, m.send)
 		if !errors.Is(err, ErrInvalidKey) {
 			t.Fatalf("key of %d bytes: %v", len(key), err)
 		}
 	}
-	if _, err := Do(ctx, c, "mail.invoice", strings.Repeat("k", 256), Options{}, m.send(0)); err != nil {
+	if _, err := Do(ctx, c, "mail.invoice", strings.Repeat("k", 256), Options{}, m.send); err != nil {
 		t.Fatalf("256-byte key: %v", err)
 	}
 	if m.sent.Load() != 1 {
@@ -192,14 +232,14 @@ func TestFailClosed(t *testing.T) {
 	if err := srv.Shutdown(stop); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Do(ctx, c, "mail.invoice", "order-10.invoice", Options{}, m.send(0)); !errors.Is(err, sepp.ErrUnavailable) {
+	if _, err := Do(ctx, c, "mail.invoice", "order-10.invoice", Options{}, m.send); !errors.Is(err, sepp.ErrUnavailable) {
 		t.Fatalf("server down: %v", err)
 	}
 	if m.sent.Load() != 1 {
 		t.Fatal("the mailer ran with the server down")
 	}
 	before := testutil.ToFloat64(UnprotectedRuns.WithLabelValues("mail.invoice"))
-	res, err := Do(ctx, c, "mail.invoice", "order-10.invoice", Options{FailOpen: true}, m.send(0))
+	res, err := Do(ctx, c, "mail.invoice", "order-10.invoice", Options{FailOpen: true}, m.send)
 	if err != nil || !res.Unprotected || m.sent.Load() != 2 {
 		t.Fatalf("FailOpen: %+v %v, mails %d", res, err, m.sent.Load())
 	}
@@ -219,7 +259,7 @@ func TestReleaseAndCrashedHolder(t *testing.T) {
 		if calls == 1 {
 			return nil, errors.New("smtp timeout")
 		}
-		return m.send(0)(ctx)
+		return m.send(ctx)
 	}
 	if _, err := Do(ctx, c, "mail.invoice", "k", Options{}, flaky); err == nil || err.Error() != "smtp timeout" {
 		t.Fatalf("failed effect: %v", err)
@@ -235,7 +275,7 @@ func TestReleaseAndCrashedHolder(t *testing.T) {
 	if err != nil || old.State != sepp.EffectAcquired {
 		t.Fatalf("claim: %+v %v", old, err)
 	}
-	res, err = Do(ctx, c, "mail.invoice", "crash", Options{WaitTimeout: 5 * time.Second}, m.send(0))
+	res, err = Do(ctx, c, "mail.invoice", "crash", Options{WaitTimeout: 5 * time.Second}, m.send)
 	if err != nil || res.Replayed {
 		t.Fatalf("claim after the crashed holder's lease: %+v %v", res, err)
 	}
@@ -247,26 +287,37 @@ func TestReleaseAndCrashedHolder(t *testing.T) {
 	}
 }
 
+// TestConcurrentClaimsRunOnce: 32 calls for one key while its holder runs
+// the effect: it runs once, and every call gets its result.
 func TestConcurrentClaimsRunOnce(t *testing.T) {
 	t.Parallel()
-	_, c := connect(t, "")
+	srv, c := connect(t, "")
 	ctx := context.Background()
 	var m mailer
 	const n = 32
+	started, release := make(chan struct{}), make(chan struct{})
 	results := make([]string, n)
 	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := Do(ctx, c, "mail.invoice", "order-9.invoice", Options{}, m.send(50*time.Millisecond))
+	do := func(i int, fn func(context.Context) ([]byte, error)) {
+		wg.Go(func() {
+			res, err := Do(ctx, c, "mail.invoice", "order-9.invoice", Options{}, fn)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			results[i] = string(res.Value)
-		}()
+		})
 	}
+	do(0, m.slowSend(started, release))
+	await(t, started, "start of the holder's mail")
+	for i := 1; i < n; i++ {
+		do(i, m.send)
+	}
+	// The holder's mail goes once every other call waits for it.
+	testserver.Await(t, "31 calls waiting for the holder", func() bool {
+		return srv.WaitingEffectClaims("mail.invoice", "order-9.invoice") == n-1
+	})
+	close(release)
 	wg.Wait()
 	for i, r := range results {
 		if r != "em_1" {
@@ -298,25 +349,75 @@ func TestDoJSON(t *testing.T) {
 	}
 }
 
+// extensions is the server's store, telling the test of each effect lease
+// extension it makes: the server's time of it.
+type extensions struct {
+	store.Store
+	made chan time.Time
+}
+
+func (e *extensions) ExtendEffectLease(ctx context.Context, p *store.ExtendEffectLeaseParams) (time.Time, error) {
+	until, err := e.Store.ExtendEffectLease(ctx, p)
+	if err == nil {
+		select {
+		case e.made <- p.Now:
+		default: // the test reads only the latest; more come every third of a lease
+		}
+	}
+	return until, err
+}
+
+// TestLeaseExtendedWhileTheEffectRuns: Do extends its claim's lease while
+// the effect runs, so a claim made after two of the original leases finds
+// it in progress. The server runs on its test clock, moved in steps shorter
+// than a lease, each once Do has extended the lease at the new time.
 func TestLeaseExtendedWhileTheEffectRuns(t *testing.T) {
 	t.Parallel()
-	_, c := connect(t, "")
+	ext := &extensions{made: make(chan time.Time, 64)}
+	srv := testserver.Start(t, testserver.Options{WrapStore: func(s store.Store) store.Store { ext.Store = s; return ext }})
+	c, err := sepp.Connect(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	var m mailer
+	started, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := Do(ctx, c, "mail.invoice", "slow", Options{Lease: 150 * time.Millisecond}, m.send(600*time.Millisecond))
+		_, err := Do(ctx, c, "mail.invoice", "slow", Options{Lease: 150 * time.Millisecond}, m.slowSend(started, release))
 		done <- err
 	}()
-	time.Sleep(400 * time.Millisecond) // past two original leases
-	_, err := Do(ctx, c, "mail.invoice", "slow", Options{InFlight: Raise}, m.send(0))
+	await(t, started, "start of the mail")
+	for range 3 { // to 300 ms: past two original leases
+		srv.Clock.Advance(100 * time.Millisecond)
+		extendedAt(t, ext.made, srv.Clock.Now())
+	}
+	_, err = Do(ctx, c, "mail.invoice", "slow", Options{InFlight: Raise}, m.send)
 	if !errors.Is(err, ErrInProgress) {
 		t.Fatalf("a claim while the holder runs past its first lease: %v; want in progress (the lease is extended)", err)
 	}
+	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if m.sent.Load() != 1 {
 		t.Fatalf("%d mails", m.sent.Load())
+	}
+}
+
+// extendedAt waits for an extension made at now or later.
+func extendedAt(t *testing.T, made <-chan time.Time, now time.Time) {
+	t.Helper()
+	guard := time.After(clocktest.HangGuard)
+	for {
+		select {
+		case at := <-made:
+			if !at.Before(now) {
+				return
+			}
+		case <-guard:
+			t.Fatalf("no extension of the effect's lease at %v within %v", now, clocktest.HangGuard)
+		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/clock/clocktest"
+	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/testserver"
 	"github.com/sepp-dev/sepp/worker"
 )
@@ -50,15 +52,10 @@ func runWorker(t *testing.T, w *worker.Worker) (stop func()) {
 	return stop
 }
 
+// waitFor waits until cond, a state of the server, holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testserver.Await(t, what, cond)
 }
 
 func job(t *testing.T, c *sepp.Client, id string) *sepp.Job {
@@ -203,21 +200,87 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
+// leases is a test server's store, telling the test of each job lease
+// extension: the job's and the server's time of it.
+type leases struct {
+	store.Store
+	made chan extension
+}
+
+type extension struct {
+	job store.JobID
+	at  time.Time
+}
+
+func (l *leases) ExtendLease(ctx context.Context, p *store.ExtendLeaseParams) (time.Time, error) {
+	until, err := l.Store.ExtendLease(ctx, p)
+	if err == nil {
+		select {
+		case l.made <- extension{p.ID, p.Now}:
+		default: // the test waits for later ones; more come every third of a lease
+		}
+	}
+	return until, err
+}
+
+// setupLeases is setup for tests of lease keeping: the server runs on its
+// test clock, which the test moves, and tells it of the extensions.
+func setupLeases(t *testing.T, config string) (*testserver.Server, *sepp.Client, *leases) {
+	t.Helper()
+	l := &leases{made: make(chan extension, 256)}
+	srv := testserver.Start(t, testserver.Options{Config: config, WrapStore: func(s store.Store) store.Store { l.Store = s; return l }})
+	c, err := sepp.Connect(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return srv, c, l
+}
+
+// outlive moves the server's clock on by three leases of 300 ms, in steps
+// of a third of one, each once the worker has extended the lease of each
+// of its n jobs at the new time: the jobs' first leases, and the next two,
+// end meanwhile unless they are extended.
+func (l *leases) outlive(t *testing.T, srv *testserver.Server, n int) {
+	t.Helper()
+	guard := time.After(clocktest.HangGuard)
+	for range 9 {
+		srv.Clock.Advance(100 * time.Millisecond)
+		now := srv.Clock.Now()
+		extended := map[store.JobID]bool{}
+		for len(extended) < n {
+			select {
+			case e := <-l.made:
+				if !e.at.Before(now) {
+					extended[e.job] = true
+				}
+			case <-guard:
+				t.Fatalf("%d of %d leases extended at %v", len(extended), n, now)
+			}
+		}
+	}
+}
+
 func TestLeaseIsExtended(t *testing.T) {
 	t.Parallel()
-	_, c := setup(t, "[[queues]]\nname = \"q\"\nlease_ms = 300\n")
+	srv, c, l := setupLeases(t, "[[queues]]\nname = \"q\"\nlease_ms = 300\n")
 	ctx := context.Background()
 	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "slow"})
+	started, release := make(chan struct{}), make(chan struct{})
 	w := worker.New(c, worker.Config{Queues: []string{"q"}, Wait: 50 * time.Millisecond, Logger: quiet})
 	w.Handle("slow", func(ctx context.Context, j *worker.Job) ([]byte, error) {
+		close(started)
 		select {
-		case <-time.After(900 * time.Millisecond): // three leases
+		case <-release: // three leases later
 			return nil, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	})
 	runWorker(t, w)
+	<-started
+	l.outlive(t, srv, 1)
+	close(release)
 	waitFor(t, "the slow job to complete", func() bool { return job(t, c, ack.JobID).State == sepp.JobStateCompleted })
 	if j := job(t, c, ack.JobID); j.Attempts != 1 {
 		t.Fatalf("the slow job was delivered %d times", j.Attempts)
@@ -230,15 +293,20 @@ func TestGracefulShutdownFinishesRunningJobs(t *testing.T) {
 	ctx := context.Background()
 	ack, _ := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t"})
 	started := make(chan struct{})
+	run, shutdown := context.WithCancel(context.Background())
 	w := worker.New(c, worker.Config{Queues: []string{"q"}, Wait: 50 * time.Millisecond, Logger: quiet})
 	w.Handle("t", func(ctx context.Context, j *worker.Job) ([]byte, error) {
 		close(started)
-		time.Sleep(300 * time.Millisecond)
+		<-run.Done() // the job runs on into the shutdown
 		return []byte("finished"), ctx.Err()
 	})
-	stop := runWorker(t, w)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(run) }()
 	<-started
-	stop() // returns once Run has returned
+	shutdown()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
 	if j := job(t, c, ack.JobID); j.State != sepp.JobStateCompleted || string(j.Result) != "finished" {
 		t.Fatalf("job after shutdown: %+v", j)
 	}
@@ -246,7 +314,7 @@ func TestGracefulShutdownFinishesRunningJobs(t *testing.T) {
 
 func TestPausedQueueDeliversNothing(t *testing.T) {
 	t.Parallel()
-	_, c := setup(t, "")
+	srv, c := setup(t, "")
 	ctx := context.Background()
 	// Paused before its first job: a queue the server does not know yet.
 	if err := c.PauseQueue(ctx, "q", sepp.PauseOptions{Create: true}); err != nil {
@@ -257,10 +325,11 @@ func TestPausedQueueDeliversNothing(t *testing.T) {
 		t.Fatalf("enqueue to a paused queue: %v", err)
 	}
 	var ran atomic.Bool
-	w := worker.New(c, worker.Config{Queues: []string{"q"}, Wait: 50 * time.Millisecond, Logger: quiet})
+	w := worker.New(c, worker.Config{Queues: []string{"q"}, Wait: time.Minute, Logger: quiet})
 	w.Handle("t", func(ctx context.Context, j *worker.Job) ([]byte, error) { ran.Store(true); return nil, nil })
 	runWorker(t, w)
-	time.Sleep(300 * time.Millisecond)
+	// The worker's Reserve looked at the queue, holding the job, and waits.
+	testserver.Await(t, "the worker's Reserve waiting", func() bool { return srv.WaitingReserves("q") == 1 })
 	if ran.Load() {
 		t.Fatal("a paused queue delivered a job")
 	}
@@ -345,7 +414,7 @@ func TestEffectInProgressRetriesSoon(t *testing.T) {
 
 func TestPrefetchedJobKeepsItsLease(t *testing.T) {
 	t.Parallel()
-	_, c := setup(t, "[[queues]]\nname = \"q\"\nlease_ms = 300\n")
+	srv, c, l := setupLeases(t, "[[queues]]\nname = \"q\"\nlease_ms = 300\n")
 	ctx := context.Background()
 	var ids []string
 	for range 2 {
@@ -359,16 +428,23 @@ func TestPrefetchedJobKeepsItsLease(t *testing.T) {
 	// its leases for the first.
 	w := worker.New(c, worker.Config{Queues: []string{"q"}, Concurrency: 1, Prefetch: 1, Wait: 50 * time.Millisecond, Logger: quiet})
 	var ran atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
 	w.Handle("slow", func(ctx context.Context, j *worker.Job) ([]byte, error) {
-		ran.Add(1)
+		if ran.Add(1) > 1 {
+			return nil, nil
+		}
+		close(started)
 		select {
-		case <-time.After(900 * time.Millisecond):
+		case <-release: // three leases later
 			return nil, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	})
 	runWorker(t, w)
+	<-started
+	l.outlive(t, srv, 2) // the running job's and the prefetched one's
+	close(release)
 	for _, id := range ids {
 		waitFor(t, "both slow jobs to complete", func() bool { return job(t, c, id).State == sepp.JobStateCompleted })
 		if j := job(t, c, id); j.Attempts != 1 {

@@ -78,7 +78,7 @@ func (e *effectService) ClaimEffect(ctx context.Context, req *seppv1.ClaimEffect
 	// lease to end, or our wait to end.
 	var c *store.EffectClaim
 	_, err := s.wake.Wait(ctx, []string{effectWaitKey(req.GetScope(), req.GetKey())},
-		wakeup.WaitOptions{Deadline: time.Now().Add(wait)},
+		wakeup.WaitOptions{Deadline: s.local.Now().Add(wait)},
 		func() (bool, time.Duration, error) {
 			now := s.now()
 			var err error

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/internal/clock/clocktest"
 	"github.com/sepp-dev/sepp/internal/server"
 	"github.com/sepp-dev/sepp/internal/testserver"
 )
@@ -160,11 +161,13 @@ func FuzzSplitter(f *testing.F) {
 				return // closed already
 			}
 		}
-		// The connection must end within the timeout (plus a generous
-		// margin for a loaded machine); what the splitter sends first
-		// (its SETTINGS frame) is read and dropped.
+		// The connection must end: handed on or closed by the sniff
+		// timeout; nothing else ends it, so a read still waiting
+		// clocktest.HangGuard past the timeout shows it never would. What
+		// the splitter sends first (its SETTINGS frame) is read and
+		// dropped.
 		start := time.Now()
-		c.SetReadDeadline(start.Add(fuzzSplitterTimeout + 5*time.Second))
+		c.SetReadDeadline(start.Add(fuzzSplitterTimeout + clocktest.HangGuard))
 		_, err = io.Copy(io.Discard, c)
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,44 +29,33 @@ import (
 // The regression tests of the ways one unauthenticated client could slow
 // everyone else (docs/security.md, Limits on requests). Each attacks a real
 // server and checks that the attack gets a clean error with a stable
-// reason, that an enqueue of another client during the attack answers
-// within max(5 × its p50 before the attack, 100 ms) (the median of several),
-// and that the heap after is within 50 MB of the heap before.
+// reason, that another client's enqueues succeed during the attack, and
+// that the heap after is within 50 MB of the heap before. How fast the
+// other client's enqueues answer meanwhile is measured, not asserted:
+// BenchmarkEnqueueUnderAttack, whose results docs/benchmarks.md records.
 
-// victim is the well-behaved client of an attack test: its own connection.
+// victim is the well-behaved client of an attack: its own connection.
 type victim struct {
-	t    *testing.T
+	tb   testing.TB
 	jobs seppv1.JobServiceClient
 	n    atomic.Int64
 }
 
-func newVictim(t *testing.T, srv *testserver.Server) *victim {
-	return &victim{t: t, jobs: seppv1.NewJobServiceClient(dialGRPC(t, srv))}
+func newVictim(tb testing.TB, srv *testserver.Server) *victim {
+	return &victim{tb: tb, jobs: seppv1.NewJobServiceClient(dialGRPC(tb, srv))}
 }
 
-// enqueue times one enqueue on the declared queue "victim".
-func (v *victim) enqueue() time.Duration {
-	v.t.Helper()
+// enqueue sends one enqueue on the declared queue "victim", which must
+// succeed.
+func (v *victim) enqueue() {
+	v.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	start := time.Now()
 	_, err := v.jobs.Enqueue(ctx, &seppv1.EnqueueRequest{Queue: "victim", JobType: "t",
 		IdempotencyKey: proto.String(fmt.Sprintf("k-%d", v.n.Add(1)))})
-	d := time.Since(start)
 	if err != nil {
-		v.t.Errorf("victim enqueue: %v", err)
+		v.tb.Errorf("victim enqueue: %v", err)
 	}
-	return d
-}
-
-// median times n enqueues, one after the other, and returns their median.
-func (v *victim) median(n int) time.Duration {
-	ds := make([]time.Duration, n)
-	for i := range ds {
-		ds[i] = v.enqueue()
-	}
-	slices.Sort(ds)
-	return ds[n/2]
 }
 
 func heapBytes() int64 {
@@ -78,41 +66,49 @@ func heapBytes() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// underAttack measures the victim's p50, runs attack (until its context
-// ends) in workers goroutines, times the victim's enqueues meanwhile, stops
-// the attack, and checks the latency and the heap.
-func underAttack(t *testing.T, v *victim, workers int, attack func(ctx context.Context)) {
-	t.Helper()
-	v.median(5) // warm up
-	p50 := v.median(15)
-	before := heapBytes()
+// startAttack runs attack in workers goroutines, each calling it again
+// until the returned stop is called, and returns once every worker's
+// first call has returned: the attack is under way.
+func startAttack(tb testing.TB, workers int, attack func(ctx context.Context)) (stop func()) {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	var first sync.WaitGroup
 	for range workers {
+		first.Add(1)
 		wg.Go(func() {
+			attack(ctx)
+			first.Done()
 			for ctx.Err() == nil {
 				attack(ctx)
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond) // let the attack start
-	during := v.median(9)
-	cancel()
-	wg.Wait()
-	after := heapBytes()
-	bound := max(5*p50, 100*time.Millisecond)
-	t.Logf("victim enqueue p50 %v before, median %v during the attack (bound %v); heap %.1f MB before, %.1f MB after",
-		p50, during, bound, float64(before)/1e6, float64(after)/1e6)
-	if during > bound {
-		t.Errorf("enqueue during the attack took %v (median), over %v", during, bound)
+	first.Wait()
+	return func() {
+		cancel()
+		wg.Wait()
 	}
+}
+
+// underAttack runs attack (until its context ends) in workers goroutines,
+// has the victim enqueue meanwhile, stops the attack, and checks the heap
+// and that the server still answers.
+func underAttack(t *testing.T, v *victim, workers int, attack func(ctx context.Context)) {
+	t.Helper()
+	v.enqueue() // the victim's connection is up
+	before := heapBytes()
+	stop := startAttack(t, workers, attack)
+	for range 9 {
+		v.enqueue()
+	}
+	stop()
+	after := heapBytes()
+	t.Logf("heap %.1f MB before the attack, %.1f MB after", float64(before)/1e6, float64(after)/1e6)
 	if after-before > 50<<20 {
 		t.Errorf("heap grew by %.1f MB during the attack", float64(after-before)/1e6)
 	}
-	// The server still answers.
-	if d := v.enqueue(); d > 10*time.Second {
-		t.Errorf("enqueue after the attack took %v", d)
-	}
+	v.enqueue() // the server still answers
 }
 
 // wantLimit checks that err is ResourceExhausted with reason LIMIT_EXCEEDED
@@ -190,18 +186,13 @@ func TestLimitReserveJobs(t *testing.T) {
 	wantInvalidField(t, err, "max_jobs", "must be between 0 and 50")
 }
 
-// waitUntilLimited repeats call until it fails with LIMIT_EXCEEDED (the
-// calls started before it are registered by then), and returns that error.
-func waitUntilLimited(t *testing.T, call func() error) error {
+// awaitHeld waits until the server holds reserves waiting Reserve calls on
+// queue "idle" and claims waiting ClaimEffect calls on effect s/held.
+func awaitHeld(t *testing.T, srv *testserver.Server, reserves, claims int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := call()
-		if _, reason := grpcReason(err); reason == "LIMIT_EXCEEDED" || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testserver.Await(t, fmt.Sprintf("%d Reserve and %d ClaimEffect calls waiting", reserves, claims), func() bool {
+		return srv.WaitingReserves("idle") == reserves && srv.WaitingEffectClaims("s", "held") == claims
+	})
 }
 
 func TestLimitLongPolls(t *testing.T) {
@@ -217,23 +208,20 @@ max_long_polls = 8
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	// hold starts n waiting calls on w's or e's connection, each retried
-	// while a probe of the test holds its place.
+	// hold starts n waiting calls on w's or e's connection, Reserve and
+	// ClaimEffect in turn; they wait until the test ends.
 	hold := func(w seppv1.WorkerServiceClient, e seppv1.EffectServiceClient, n int) {
 		for i := range n {
 			wg.Go(func() {
-				for ctx.Err() == nil {
-					var err error
-					if i%2 == 0 {
-						_, err = w.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 60000})
-					} else {
-						// Someone else holds the effect: ClaimEffect waits.
-						_, err = e.ClaimEffect(ctx, &seppv1.ClaimEffectRequest{Scope: "s", Key: "held", WaitMs: 60000})
-					}
-					if _, reason := grpcReason(err); reason != "LIMIT_EXCEEDED" {
-						return
-					}
-					time.Sleep(2 * time.Millisecond)
+				var err error
+				if i%2 == 0 {
+					_, err = w.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 60000})
+				} else {
+					// Someone else holds the effect: ClaimEffect waits.
+					_, err = e.ClaimEffect(ctx, &seppv1.ClaimEffectRequest{Scope: "s", Key: "held", WaitMs: 60000})
+				}
+				if status.Code(err) != codes.Canceled {
+					t.Errorf("a held call ended before the test did: %v", err)
 				}
 			})
 		}
@@ -247,10 +235,8 @@ max_long_polls = 8
 	conn1 := dialGRPC(t, srv)
 	w1, e1 := seppv1.NewWorkerServiceClient(conn1), seppv1.NewEffectServiceClient(conn1)
 	hold(w1, e1, 5)
-	err := waitUntilLimited(t, func() error {
-		_, err := w1.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 20})
-		return err
-	})
+	awaitHeld(t, srv, 3, 2)
+	_, err := w1.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 20})
 	wantLimit(t, err, "limits.max_long_polls_per_connection", 5)
 	_, err = e1.ClaimEffect(ctx, &seppv1.ClaimEffectRequest{Scope: "s", Key: "held", WaitMs: 20})
 	wantLimit(t, err, "limits.max_long_polls_per_connection", 5)
@@ -263,10 +249,8 @@ max_long_polls = 8
 	conn2 := dialGRPC(t, srv)
 	w2, e2 := seppv1.NewWorkerServiceClient(conn2), seppv1.NewEffectServiceClient(conn2)
 	hold(w2, e2, 3)
-	err = waitUntilLimited(t, func() error {
-		_, err := w2.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 20})
-		return err
-	})
+	awaitHeld(t, srv, 5, 3)
+	_, err = w2.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 20})
 	wantLimit(t, err, "limits.max_long_polls", 8)
 
 	// The victim, on a third connection, enqueues as fast as before.
@@ -283,21 +267,14 @@ max_long_polls = 8
 		t.Fatalf("Connect: %d %v", status, body)
 	}
 
-	// Once the waiting calls end, their places are free again.
+	// Once the waiting calls end, their places are free again: once the
+	// server has seen the cancellations, which it learns of on its own time.
 	cancel()
 	wg.Wait()
-	ctx2 := context.Background()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := w1.Reserve(ctx2, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 1})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the waits ended: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testserver.Await(t, "a waiting Reserve admitted after the others ended", func() bool {
+		_, err := w1.Reserve(context.Background(), &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 1})
+		return err == nil
+	})
 }
 
 func TestMetricsFoldRefusedQueues(t *testing.T) {
@@ -407,7 +384,7 @@ func (zeros) Read(p []byte) (int, error) {
 // postBig sends a body of size bytes (chunked if chunked) to the Connect
 // Enqueue without holding it in memory, and returns the answer's HTTP status
 // and body.
-func postBig(t *testing.T, url string, size int64, chunked bool) (int, map[string]any, error) {
+func postBig(t testing.TB, url string, size int64, chunked bool) (int, map[string]any, error) {
 	t.Helper()
 	var body io.Reader = io.LimitReader(zeros{}, size)
 	req, err := http.NewRequest(http.MethodPost, url, body)

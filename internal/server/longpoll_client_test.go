@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -45,18 +44,11 @@ func dialGRPCFrom(t *testing.T, srv *testserver.Server, ip, secret string) *grpc
 }
 
 // holdLongPolls starts n Reserve calls on an empty queue over w, each
-// waiting a minute, and each retried while it is refused with
-// LIMIT_EXCEEDED, until ctx ends.
+// waiting a minute, until ctx ends; those over a limit are refused and end.
 func holdLongPolls(ctx context.Context, wg *sync.WaitGroup, w seppv1.WorkerServiceClient, n int) {
 	for range n {
 		wg.Go(func() {
-			for ctx.Err() == nil {
-				_, err := w.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 60000})
-				if _, reason := grpcReason(err); reason != "LIMIT_EXCEEDED" {
-					return
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
+			w.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 60000})
 		})
 	}
 }
@@ -84,10 +76,8 @@ max_long_polls = 8
 	// A connection of the same address with no waiting call of its own is
 	// refused once the address holds its 5.
 	probe := seppv1.NewWorkerServiceClient(dialGRPCFrom(t, srv, "127.0.0.1", ""))
-	err := waitUntilLimited(t, func() error {
-		_, err := probe.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 20})
-		return err
-	})
+	awaitHeld(t, srv, 5, 0)
+	_, err := probe.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 20})
 	wantLimit(t, err, "limits.max_long_polls_per_client", 5)
 	if msg := status.Convert(err).Message(); !strings.Contains(msg, "address 127.0.0.1") || !strings.Contains(msg, "wait_ms = 0") {
 		t.Errorf("message %q does not name the client and what to do", msg)
@@ -126,10 +116,8 @@ max_long_polls_per_client = 2
 	holdLongPolls(ctx, &wg, seppv1.NewWorkerServiceClient(dialGRPCFrom(t, srv, "127.0.0.1", workerSecret)), 1)
 	holdLongPolls(ctx, &wg, seppv1.NewWorkerServiceClient(dialGRPCFrom(t, srv, "127.0.0.2", workerSecret)), 1)
 	probe := seppv1.NewWorkerServiceClient(dialGRPCFrom(t, srv, "127.0.0.3", workerSecret))
-	err := waitUntilLimited(t, func() error {
-		_, err := probe.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 20})
-		return err
-	})
+	awaitHeld(t, srv, 2, 0)
+	_, err := probe.Reserve(ctx, &seppv1.ReserveRequest{Queues: []string{"idle"}, WaitMs: 20})
 	wantLimit(t, err, "limits.max_long_polls_per_client", 2)
 	if msg := status.Convert(err).Message(); !strings.Contains(msg, `token "work"`) {
 		t.Errorf("message %q does not name the token", msg)

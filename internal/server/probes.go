@@ -30,7 +30,7 @@ const (
 // storeHealth is the result of the last probe of the store.
 type storeHealth struct {
 	mu         sync.Mutex
-	started    time.Time // wall clock when the last recorded probe began; zero: none yet
+	started    time.Time // when the last recorded probe began, on Server.local; zero: none yet
 	err        error     // its result
 	notServing bool      // what the gRPC and Connect checks say now
 
@@ -41,7 +41,7 @@ type storeHealth struct {
 // gRPC and Connect health checks to NOT_SERVING or back to SERVING when the
 // result changed. healthLoop and /readyz both call it.
 func (s *Server) probeStore(timeout time.Duration) error {
-	start := time.Now()
+	start := s.local.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	// Ping is one cheap read that proves the stored data can be read.
 	err := s.store.Ping(ctx)
@@ -106,12 +106,12 @@ func (s *Server) readiness() string {
 	h.mu.Lock()
 	started, err := h.started, h.err
 	h.mu.Unlock()
-	if time.Since(started) > readyFresh {
+	if s.local.Now().Sub(started) > readyFresh {
 		h.probing.Lock()
 		h.mu.Lock()
 		started, err = h.started, h.err
 		h.mu.Unlock()
-		if time.Since(started) > readyFresh { // no other /readyz probed meanwhile
+		if s.local.Now().Sub(started) > readyFresh { // no other /readyz probed meanwhile
 			err = s.probeStore(readyTimeout)
 		}
 		h.probing.Unlock()

@@ -52,7 +52,7 @@ func (f *faultyStore) Ping(ctx context.Context) error {
 func startFaulty(t *testing.T, config string) (*testserver.Server, *faultyStore) {
 	t.Helper()
 	f := &faultyStore{}
-	srv := testserver.Start(t, testserver.Options{Config: config, WrapStore: func(s store.Store) store.Store {
+	srv := testserver.Start(t, testserver.Options{Config: config, ClockTimers: true, WrapStore: func(s store.Store) store.Store {
 		f.Store = s
 		return f
 	}})
@@ -135,29 +135,26 @@ func TestProbesBehindLimits(t *testing.T) {
 }
 
 // TestReadyzStoreUnreadable: while the store's Ping fails, /readyz answers
-// 503 "store unreadable: ..." within readyFresh (2s) plus a margin, without
-// waiting for the 5s health loop, gRPC health says NOT_SERVING too (one
-// rule), and /healthz stays 200; once the store reads again, both recover.
+// 503 "store unreadable: ..." once the last probe is older than readyFresh
+// (2s), without waiting for the 5s health loop, gRPC health says
+// NOT_SERVING too (one rule), and /healthz stays 200; once the store reads
+// again, both recover. The server's clock, which ages the probe and runs
+// the health loop, moves only when the test moves it.
 func TestReadyzStoreUnreadable(t *testing.T) {
 	srv, f := startFaulty(t, "")
 	if code, body, _ := probe(t, http.DefaultClient, "GET", srv.URL+"/readyz"); code != 200 {
 		t.Fatalf("/readyz before the fault: %d %q", code, body)
 	}
 	f.fail.Store(true)
-	start := time.Now()
-	var code int
-	var body string
-	for time.Since(start) < 4*time.Second {
-		if code, body, _ = probe(t, http.DefaultClient, "GET", srv.URL+"/readyz"); code == 503 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	if code, body, _ := probe(t, http.DefaultClient, "GET", srv.URL+"/readyz"); code != 200 {
+		t.Fatalf("/readyz with a probe younger than readyFresh: %d %q, want its 200", code, body)
 	}
+	srv.Clock.Advance(2*time.Second + time.Millisecond) // past readyFresh, before the health loop's 5 s
+	code, body, _ := probe(t, http.DefaultClient, "GET", srv.URL+"/readyz")
 	if code != 503 || !strings.HasPrefix(body, "store unreadable: ") || !strings.Contains(body, "closed") ||
 		strings.Count(body, "\n") != 1 || !strings.HasSuffix(body, "\n") {
-		t.Fatalf("/readyz with an unreadable store after %v: %d %q, want 503 \"store unreadable: ...\" on one line", time.Since(start), code, body)
+		t.Fatalf("/readyz with an unreadable store: %d %q, want 503 \"store unreadable: ...\" on one line", code, body)
 	}
-	t.Logf("/readyz said 503 after %v", time.Since(start).Round(time.Millisecond))
 	if st := grpcHealth(t, srv.Addr); st != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("gRPC health with an unreadable store: %v, want NOT_SERVING", st)
 	}
@@ -175,14 +172,8 @@ func TestReadyzStoreUnreadable(t *testing.T) {
 	}
 
 	f.fail.Store(false)
-	start = time.Now()
-	for time.Since(start) < 4*time.Second {
-		if code, body, _ = probe(t, http.DefaultClient, "GET", srv.URL+"/readyz"); code == 200 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if code != 200 || body != "ok\n" {
+	srv.Clock.Advance(2*time.Second + time.Millisecond)
+	if code, body, _ = probe(t, http.DefaultClient, "GET", srv.URL+"/readyz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/readyz after the store recovered: %d %q, want 200", code, body)
 	}
 	if st := grpcHealth(t, srv.Addr); st != healthpb.HealthCheckResponse_SERVING {
@@ -211,6 +202,9 @@ func TestReadyzConcurrentProbesPingOnce(t *testing.T) {
 			codes <- code
 		}()
 	}
+	// Not synchronization: a window for the probes to arrive while the
+	// first one's Ping stalls. Those that arrive after it find its result,
+	// fresh on the server's clock, which does not move: one Ping either way.
 	time.Sleep(300 * time.Millisecond)
 	f.mu.Lock()
 	f.stall = nil
@@ -223,7 +217,7 @@ func TestReadyzConcurrentProbesPingOnce(t *testing.T) {
 			t.Errorf("/readyz: %d, want 200", code)
 		}
 	}
-	if n := f.pings.Load(); n > 2 { // one for the 20 probes, perhaps one of the health loop
+	if n := f.pings.Load(); n != 1 { // the health loop's clock does not move
 		t.Errorf("20 concurrent /readyz made %d Pings, want 1", n)
 	}
 }
@@ -246,9 +240,7 @@ func TestReadyzShuttingDown(t *testing.T) {
 		code, body, _ := probe(t, http.DefaultClient, "GET", srv.URL+"/readyz")
 		got <- answer{code, body}
 	}()
-	for f.pings.Load() == 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testserver.Await(t, "the /readyz probe stalled", func() bool { return f.pings.Load() > 0 })
 	shut := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -257,18 +249,13 @@ func TestReadyzShuttingDown(t *testing.T) {
 	}()
 	// Shutdown stops the node before it closes the listener: once dialing
 	// fails, the node is shutting down.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testserver.Await(t, "the listener closed by Shutdown", func() bool {
 		c, err := net.DialTimeout("tcp", srv.Addr, time.Second)
-		if err != nil {
-			break
+		if err == nil {
+			c.Close()
 		}
-		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("the listener is still open 5s after Shutdown began")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err != nil
+	})
 	f.mu.Lock()
 	f.stall = nil
 	f.mu.Unlock()

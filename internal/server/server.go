@@ -28,6 +28,7 @@ import (
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/gen/sepp/v1/seppv1connect"
+	"github.com/sepp-dev/sepp/internal/clock"
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server/ui"
 	"github.com/sepp-dev/sepp/internal/store"
@@ -46,8 +47,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics are served at /metrics. Default NewMetrics().
 	Metrics *Metrics
-	// Now is the server's clock. Default time.Now; tests inject their own.
+	// Now is the server's clock, which judges windows, leases and run-ats.
+	// Default time.Now; tests inject their own.
 	Now func() time.Time
+	// Local is the clock the server's waits run on: the long polls'
+	// deadlines, the wake-ups at a run-at or a lease's end, the health
+	// loop, the sweeper's interval and the age of the store probe /readyz
+	// reuses. Default
+	// clock.System; a test passes the clocktest.Fake its Now reads, so
+	// that a waiting call ends only when the test moves that clock.
+	Local clock.Local
 	// SweepBatch bounds the rows of each kind one Sweep call deletes, so
 	// the sweeper never holds the store's writer for long; a sweep repeats
 	// the call until the backlog is gone. Default 1000.
@@ -62,7 +71,8 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	clock   func() time.Time
-	tokens  []*token // [[auth.tokens]] with their secrets read; none: auth off (auth.go)
+	local   clock.Local // see Options.Local
+	tokens  []*token    // [[auth.tokens]] with their secrets read; none: auth off (auth.go)
 
 	wake  *wakeup.Hub    // wakes waiting Reserve and ClaimEffect calls
 	sweep *sweep.Sweeper // deletes what expired, releases expired leases
@@ -114,12 +124,16 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Local == nil {
+		opts.Local = clock.System
+	}
 	s := &Server{
 		cfg:     opts.Config,
 		store:   opts.Store,
 		log:     opts.Logger,
 		metrics: opts.Metrics,
 		clock:   opts.Now,
+		local:   opts.Local,
 		stop:    make(chan struct{}),
 	}
 	if s.cfg.Server.TLS() {
@@ -134,11 +148,12 @@ func New(opts Options) (*Server, error) {
 	}
 	s.tokens = tokens
 	s.logAuth()
-	s.wake = wakeup.New(wakeup.Options{Now: s.now, Recheck: safetyRecheck})
+	s.wake = wakeup.New(wakeup.Options{Now: s.now, Local: s.local, Recheck: safetyRecheck})
 	s.sweep = sweep.New(sweep.Options{
 		Store:              s.store,
 		Now:                s.now,
 		Interval:           s.cfg.Storage.SweepInterval(),
+		Local:              s.local,
 		Batch:              opts.SweepBatch,
 		CompletedRetention: s.cfg.Storage.CompletedRetention(),
 		DeadRetention:      s.cfg.Storage.DeadRetention(),
@@ -243,21 +258,33 @@ const (
 // balancer takes a node that lost its database out of rotation. It stops at
 // Shutdown. The rule and its state live in probes.go.
 func (s *Server) healthLoop() {
-	t := time.NewTicker(healthCheckEvery)
+	t := s.local.NewTimer(healthCheckEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		_ = s.probeStore(healthCheckEvery)
+		t.Reset(healthCheckEvery)
 	}
 }
 
 // now is the server's clock at the store's resolution (microseconds), so the
 // times a client sees are exactly the times stored.
 func (s *Server) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
+
+// WaitingReserves reports how many Reserve calls on queue wait: they looked,
+// found no job to hand over, and sleep until a wake-up or their wait's end.
+// A test waits for it to know a long poll is asleep.
+func (s *Server) WaitingReserves(queue string) int { return s.wake.Waiting(queue) }
+
+// WaitingEffectClaims is WaitingReserves for ClaimEffect calls that wait for
+// the holder of (scope, key).
+func (s *Server) WaitingEffectClaims(scope, key string) int {
+	return s.wake.Waiting(effectWaitKey(scope, key))
+}
 
 // Serve accepts connections on ln and serves them until Shutdown. It also
 // runs the sweeper. It returns nil after a Shutdown.

@@ -26,6 +26,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
 
+	"github.com/sepp-dev/sepp/internal/clock/clocktest"
 	"github.com/sepp-dev/sepp/internal/config"
 )
 
@@ -269,22 +270,19 @@ func TestSplitterTLSHandshakeTimeout(t *testing.T) {
 	}
 	defer c.Close()
 	c.Write([]byte{0x16, 0x03}) // the start of a ClientHello, never finished
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	start := time.Now()
+	// Only the splitter's timeout closes it: the client never sends more.
+	c.SetReadDeadline(time.Now().Add(clocktest.HangGuard))
 	if _, err := c.Read(make([]byte, 1)); err == nil {
 		t.Fatal("read data from a connection whose handshake never finished")
 	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		t.Fatal("the splitter kept the connection open past its timeout")
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("closed after %v", d)
 	}
 	select {
 	case err := <-failed:
 		if err == nil {
 			t.Error("handshake failure reported as nil")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(clocktest.HangGuard):
 		t.Error("handshake failure not reported")
 	}
 }

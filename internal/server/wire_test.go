@@ -143,7 +143,7 @@ func TestDurationFieldMessages(t *testing.T) {
 	}
 }
 
-func dialGRPC(t *testing.T, srv *testserver.Server) *grpc.ClientConn {
+func dialGRPC(t testing.TB, srv *testserver.Server) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

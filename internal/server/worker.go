@@ -81,7 +81,7 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 	defer done()
 	var jobs []store.ReservedJob
 	var now time.Time
-	_, err := s.wake.Wait(ctx, queues, wakeup.WaitOptions{Deadline: time.Now().Add(wait)},
+	_, err := s.wake.Wait(ctx, queues, wakeup.WaitOptions{Deadline: s.local.Now().Add(wait)},
 		func() (bool, time.Duration, error) {
 			now = s.now()
 			var err error

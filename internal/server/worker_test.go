@@ -149,7 +149,7 @@ func TestShutdownAnswersWaitingReserves(t *testing.T) {
 		}
 		reserved <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // let the Reserve start waiting
+	testserver.Await(t, "Reserve waiting", func() bool { return srv.WaitingReserves("q") == 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {

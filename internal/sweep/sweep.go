@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sepp-dev/sepp/internal/clock"
 	"github.com/sepp-dev/sepp/internal/store"
 )
 
@@ -20,6 +21,10 @@ type Options struct {
 	Now func() time.Time
 	// Interval is the time between two sweeps (storage.sweep_interval_ms).
 	Interval time.Duration
+	// Local is the clock Run waits Interval on. Default clock.System; a
+	// test passes a clocktest.Fake. (The pauses of Share are real time,
+	// for they share the store's real time.)
+	Local clock.Local
 	// Batch bounds the rows of each kind one store call deletes; a sweep
 	// calls again while a call finds a full batch. Zero: 1,000.
 	Batch int
@@ -53,6 +58,9 @@ func New(o Options) *Sweeper {
 	if o.Share <= 0 || o.Share > 1 {
 		o.Share = 0.25
 	}
+	if o.Local == nil {
+		o.Local = clock.System
+	}
 	return &Sweeper{o: o}
 }
 
@@ -69,16 +77,17 @@ func (w *Sweeper) Run(stop <-chan struct{}) {
 		case <-ctx.Done():
 		}
 	}()
-	t := time.NewTicker(w.o.Interval)
+	t := w.o.Local.NewTimer(w.o.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			if _, err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
 				w.o.Logger.Warn("sweep failed; will retry at the next interval", "err", err)
 			}
+			t.Reset(w.o.Interval)
 		}
 	}
 }

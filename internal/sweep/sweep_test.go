@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sepp-dev/sepp/internal/clock/clocktest"
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/pebble"
 	"github.com/sepp-dev/sepp/internal/sweep"
@@ -70,30 +71,39 @@ func TestSweepBatches(t *testing.T) {
 	}
 }
 
-// TestRunStops: Run sweeps at its interval and returns once stop closes.
+// TestRunStops: Run sweeps at its interval, on its Local clock, and
+// returns once stop closes.
 func TestRunStops(t *testing.T) {
 	st := open(t)
-	var calls atomic.Int64
+	f := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	swept := make(chan struct{}, 10)
 	w := sweep.New(sweep.Options{
-		Store: st, Now: time.Now, Interval: 10 * time.Millisecond,
+		Store: st, Now: f.Now, Local: f, Interval: time.Minute,
 		CompletedRetention: time.Hour, DeadRetention: time.Hour,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Observe: func(store.SweepResult) { calls.Add(1) },
+		Observe: func(store.SweepResult) { swept <- struct{}{} },
 	})
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { w.Run(stop); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for calls.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if calls.Load() < 2 {
-		t.Fatal("Run did not sweep at its interval")
+	for i := range 2 {
+		f.BlockUntil(t, 1)
+		f.Advance(time.Minute - time.Nanosecond)
+		f.BlockUntil(t, 1)
+		if len(swept) != 0 {
+			t.Fatalf("sweep %d before its interval", i+1)
+		}
+		f.Advance(time.Nanosecond)
+		select {
+		case <-swept:
+		case <-time.After(clocktest.HangGuard):
+			t.Fatalf("no sweep %d at its interval", i+1)
+		}
 	}
 	close(stop)
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(clocktest.HangGuard):
 		t.Fatal("Run did not return after stop closed")
 	}
 }

@@ -12,34 +12,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sepp-dev/sepp/internal/clock"
+	"github.com/sepp-dev/sepp/internal/clock/clocktest"
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/server"
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/pebble"
 )
 
-// Clock is a settable clock. The zero value is not usable; use NewClock.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is the server's settable clock: it stands still until Advance.
+type Clock = clocktest.Fake
 
 // NewClock returns a clock stopped at t.
-func NewClock(t time.Time) *Clock { return &Clock{now: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func NewClock(t time.Time) *Clock { return clocktest.New(t) }
 
 // Server is a running test server.
 type Server struct {
@@ -61,6 +46,13 @@ type Options struct {
 	// RealTime runs the server on the wall clock instead of Clock, for tests
 	// of leases and retries as a worker sees them.
 	RealTime bool
+	// ClockTimers runs the server's waits on Clock too (server.Options.Local):
+	// a waiting Reserve or ClaimEffect ends, and a run-at or a lease's end
+	// wakes it, only when the test advances Clock, so a test of wake-ups
+	// waits on events (Server.WaitingReserves, Clock.BlockUntil) and times
+	// nothing. Without it the waits run on the host's clock, and a waiting
+	// call on a Clock that stands still ends after its wait in real time.
+	ClockTimers bool
 	// Now, if set, is the server's clock in place of Clock and RealTime,
 	// for tests of a clock as sepp serve builds it (the database's, on
 	// PostgreSQL).
@@ -87,21 +79,28 @@ func Start(t testing.TB, opts Options) *Server {
 	if err != nil {
 		t.Fatalf("testserver: open store: %v", err)
 	}
-	clock := NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	fake := NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	logs := &SyncBuffer{}
-	now := clock.Now
+	now := fake.Now
 	if opts.RealTime {
 		now = time.Now
 	}
 	if opts.Now != nil {
 		now = opts.Now
 	}
+	var local clock.Local // the default: the host's
+	if opts.ClockTimers {
+		if opts.RealTime || opts.Now != nil {
+			t.Fatalf("testserver: ClockTimers runs the waits on Clock, which RealTime and Now replace")
+		}
+		local = fake
+	}
 	var served store.Store = st
 	if opts.WrapStore != nil {
 		served = opts.WrapStore(st)
 	}
 	srv, err := server.New(server.Options{
-		Config: cfg, Store: served, Now: now, SweepBatch: opts.SweepBatch, Metrics: metrics,
+		Config: cfg, Store: served, Now: now, Local: local, SweepBatch: opts.SweepBatch, Metrics: metrics,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
@@ -130,7 +129,20 @@ func Start(t testing.TB, opts Options) *Server {
 	if cfg.Server.TLS() { // tls_cert_file in Options.Config; see NewCA
 		scheme = "https://"
 	}
-	return &Server{Server: srv, URL: scheme + ln.Addr().String(), Addr: ln.Addr().String(), Clock: clock, Logs: logs}
+	return &Server{Server: srv, URL: scheme + ln.Addr().String(), Addr: ln.Addr().String(), Clock: fake, Logs: logs}
+}
+
+// Await waits until cond holds, for a state that only the server's
+// goroutines change and that hands the test no event to wait on (a
+// Server.WaitingReserves count). It polls: the pause between two looks only
+// paces the poll, and clocktest.HangGuard only turns a hang into a failure.
+func Await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(clocktest.HangGuard); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("testserver: no %s after %v", what, clocktest.HangGuard)
+		}
+	}
 }
 
 // SyncBuffer is an io.Writer safe for concurrent use.
