@@ -121,6 +121,45 @@ func (p *serverProcess) signal(sig syscall.Signal) {
 	p.cmd.Wait()
 }
 
+// progress counts acknowledgements and says when a number more have come.
+type progress struct {
+	mu      sync.Mutex
+	n       int
+	target  int
+	reached chan struct{} // nil while nothing waits
+}
+
+func (p *progress) add() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	if p.reached != nil && p.n >= p.target {
+		close(p.reached)
+		p.reached = nil
+	}
+}
+
+// after returns a channel closed once k more have come (one waiter at a
+// time).
+func (p *progress) after(k int) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target, p.reached = p.n+k, make(chan struct{})
+	return p.reached
+}
+
+// await waits until ch is closed, failing the test after two minutes: the
+// events it waits for take seconds, and a load that stopped for good would
+// otherwise hang the run.
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("no %s after 2 minutes", what)
+	}
+}
+
 // TestCrashSafety kills the real server with SIGKILL while 32 producers
 // enqueue, each retrying every enqueue until it is acknowledged. Afterwards
 // every acknowledged job must exist, every key must have exactly one job, and
@@ -152,6 +191,7 @@ func TestCrashSafety(t *testing.T) {
 		stop  atomic.Bool
 		wg    sync.WaitGroup
 		tries atomic.Int64
+		acks  progress
 	)
 	for g := range producers {
 		wg.Add(1)
@@ -166,19 +206,22 @@ func TestCrashSafety(t *testing.T) {
 						mu.Lock()
 						acked[key] = ack.JobID
 						mu.Unlock()
+						acks.add()
 						break
 					}
-					time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
+					time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond) // the producer's backoff before it resends
 				}
 			}
 		}()
 	}
+	// Each kill comes after a random number of acknowledgements since the
+	// server started: the load is under way, whatever the machine's speed.
 	for range kills {
-		time.Sleep(time.Duration(300+rand.IntN(400)) * time.Millisecond)
+		await(t, acks.after(50+rand.IntN(200)), "acknowledgements before a kill")
 		p.signal(syscall.SIGKILL)
 		p.start()
 	}
-	time.Sleep(300 * time.Millisecond)
+	await(t, acks.after(100), "acknowledgements after the last restart")
 	stop.Store(true)
 	wg.Wait()
 	t.Logf("%d keys acknowledged in %d attempts across %d SIGKILLs", len(acked), tries.Load(), kills)

@@ -145,9 +145,10 @@ func enqueueN(t *testing.T, c *sepp.Client, queue string, n int) []string {
 	return ids
 }
 
-// TestWorkerStartedBeforeServer: a worker process started 3 s before its
-// server waits for it, saying so in its log, and then processes its jobs, so
-// start order does not matter under compose or Kubernetes.
+// TestWorkerStartedBeforeServer: a worker process started before its
+// server waits for it, saying so in its log (the server starts once it has
+// said so twice), and then processes its jobs, so start order does not
+// matter under compose or Kubernetes.
 func TestWorkerStartedBeforeServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs server and worker processes; skipped with -short")
@@ -160,7 +161,10 @@ func TestWorkerStartedBeforeServer(t *testing.T) {
 	defer logf.Close()
 	p.log = logf
 	w := startWorker(t, "http://"+p.addr, "--queues", "q", "-c", "4")
-	time.Sleep(3 * time.Second) // the order of starts under test, not a timing assertion
+	eventually(t, "the worker waiting for the server twice", time.Minute, func() bool {
+		log, _ := os.ReadFile(w.log)
+		return strings.Count(string(log), "waiting for the server") >= 2
+	})
 	if w.cmd.ProcessState != nil {
 		t.Fatalf("the worker exited before the server started: %v", w.cmd.ProcessState)
 	}
