@@ -202,13 +202,6 @@ func (l *connLimiter) release(ip netip.Addr) {
 	l.open.Dec()
 }
 
-// counts returns the open connections in all and of ip, for tests.
-func (l *connLimiter) counts(ip netip.Addr) (int, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.total, l.byIP[ip]
-}
-
 // trackedConn is an admitted connection; its first Close uncounts it.
 type trackedConn struct {
 	net.Conn
