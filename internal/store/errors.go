@@ -88,8 +88,9 @@ func (e *DuplicateJobError) Is(target error) bool { return target == ErrDuplicat
 // rule. errors.Is(err, ErrDedupRuleViolated) holds for it.
 type RuleViolationError struct {
 	Rule    string    // the rule's name
-	JobID   JobID     // the job that holds the rule key
-	FreesAt time.Time // when the rule key is free again
+	JobID   JobID     // the job that took the rule key last
+	FreesAt time.Time // when the rule's window has room again
+	Limit   int       // the rule's limit
 	// InBatch: the holder is job Index of the same atomic batch, which
 	// failed whole, so JobID never came to exist.
 	InBatch bool

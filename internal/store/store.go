@@ -145,6 +145,9 @@ type Job struct {
 	FinalizedAt    time.Time // zero until the job is finalized
 	Result         []byte
 	LastError      string
+	// FollowsJobID is set on a follow-up that waits for that job to end
+	// (when_running = "run_again"); zero once it no longer waits.
+	FollowsJobID JobID
 }
 
 // EnqueueJob is one job to enqueue, already validated, with its queue's
@@ -182,6 +185,11 @@ type EnqueueJob struct {
 	// create a job fails with a *RuleViolationError when a job of the queue
 	// set the same rule key within the rule's window.
 	Rules []RuleKey
+	// RunAgain is when_running = "run_again": a hit whose original is
+	// reserved creates one follow-up job that waits for the original to
+	// end for good (EnqueueResult.FollowsJobID), and the key's record
+	// names the follow-up from then on.
+	RunAgain bool
 }
 
 // EnqueueBatchParams are the parameters of Store.EnqueueBatch.
@@ -208,6 +216,12 @@ type EnqueueResult struct {
 	// is then its new run-at. For a created job RunAt is its run-at.
 	Replaced bool
 	RunAt    time.Time
+	// FollowsJobID is set on a created follow-up (EnqueueJob.RunAgain): the
+	// reserved job it waits for. Zero otherwise.
+	FollowsJobID JobID
+	// DelayedUntil is set when a rule with action "delay" moved the created
+	// job's run-at to the first moment its window had room.
+	DelayedUntil time.Time
 	// Err is set when this job was not enqueued (non-atomic batches only).
 	Err error
 }
@@ -626,9 +640,14 @@ func As[T any](st Store) (T, bool) {
 }
 
 // RuleKey is one uniqueness rule as a job meets it: the rule's name, the
-// key its fields give the job, and the rule's window.
+// key its fields give the job, its window, limit and action.
 type RuleKey struct {
 	Name   string
 	Key    string
 	Window time.Duration
+	// Limit is how many jobs may take the key within any Window (0 means 1).
+	Limit int
+	// Delay schedules a job that finds the window full for the first
+	// moment it has room, instead of refusing it (action = "delay").
+	Delay bool
 }

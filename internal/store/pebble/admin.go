@@ -30,7 +30,7 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 			if err != nil {
 				return err
 			}
-			stats(r.Queue).Counts[storerule.VisibleState(r.State, r.RunAt, now)]++
+			stats(r.Queue).Counts[storerule.VisibleState(r.State, r.RunAt, now, r.waits())]++
 			return nil
 		}); err != nil {
 			return err
@@ -114,7 +114,7 @@ func (s *Store) ListJobs(ctx context.Context, p *store.ListJobsParams) ([]*store
 			if p.Queue != "" && r.Queue != p.Queue {
 				return nil
 			}
-			if p.State != 0 && storerule.VisibleState(r.State, r.RunAt, now) != p.State {
+			if p.State != 0 && storerule.VisibleState(r.State, r.RunAt, now, r.waits()) != p.State {
 				return nil
 			}
 			j, err := r.job()

@@ -22,10 +22,25 @@ type record struct {
 	CreatedAt    int64
 	FinalizedAt  int64 // 0: not finalized
 	// ReleaseKeyOn is the job's release_key_on. It is the record's last
-	// field, written only when set: a record without it (written before
-	// the field existed, or by a job without the policy) releases nothing.
+	// field but for the flow fields, written only when set (or when a flow
+	// field is): a record without it (written before the field existed, or
+	// by a job without the policy) releases nothing.
 	ReleaseKeyOn store.ReleaseOn
+	// The flow fields, after ReleaseKeyOn, each written only when set:
+	// Follower is the follow-up that waits for this job to end (Job.
+	// FollowsJobID names the job a follow-up waits for).
+	Follower store.JobID
 }
+
+// waits reports whether the job waits off the indexes: a follow-up whose
+// original has not ended.
+func (r *record) waits() bool { return r.FollowsJobID != (store.JobID{}) }
+
+// The flow fields' flags.
+const (
+	flowFollows  = 1 << 0
+	flowFollower = 1 << 1
+)
 
 // encoder appends fields; decoder reads them back in the same order.
 type encoder struct{ b []byte }
@@ -130,8 +145,24 @@ func encodeJob(r *record) []byte {
 	}
 	e.int(r.LeaseExpires)
 	e.str(r.WorkerID)
-	if r.ReleaseKeyOn != 0 {
+	var flags int64
+	if r.FollowsJobID != (store.JobID{}) {
+		flags |= flowFollows
+	}
+	if r.Follower != (store.JobID{}) {
+		flags |= flowFollower
+	}
+	if r.ReleaseKeyOn != 0 || flags != 0 {
 		e.int(int64(r.ReleaseKeyOn))
+	}
+	if flags != 0 {
+		e.int(flags)
+		if flags&flowFollows != 0 {
+			e.b = append(e.b, r.FollowsJobID[:]...)
+		}
+		if flags&flowFollower != 0 {
+			e.b = append(e.b, r.Follower[:]...)
+		}
 	}
 	return e.b
 }
@@ -168,6 +199,15 @@ func decodeJob(id store.JobID, b []byte) (*record, error) {
 	if len(d.b) > 0 {
 		r.ReleaseKeyOn = store.ReleaseOn(d.int())
 	}
+	if len(d.b) > 0 {
+		flags := d.int()
+		if flags&flowFollows != 0 {
+			d.fixed(r.FollowsJobID[:])
+		}
+		if flags&flowFollower != 0 {
+			d.fixed(r.Follower[:])
+		}
+	}
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -194,6 +234,9 @@ func (r *record) job() (*store.Job, error) {
 type dedupRecord struct {
 	storerule.Record
 	Hits int64
+	// Slots are a rule key's slots when it holds more than one
+	// (storerule.RuleSlots); written only then, after Hits.
+	Slots []int64
 }
 
 func encodeDedup(r *dedupRecord) []byte {
@@ -202,7 +245,14 @@ func encodeDedup(r *dedupRecord) []byte {
 	b = append(b, r.Fingerprint[:]...)
 	b = binary.AppendVarint(b, r.FirstEnqueuedAt)
 	b = binary.AppendVarint(b, r.ExpiresAt)
-	return binary.AppendVarint(b, r.Hits)
+	b = binary.AppendVarint(b, r.Hits)
+	if len(r.Slots) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(r.Slots)))
+		for _, s := range r.Slots {
+			b = binary.AppendVarint(b, s)
+		}
+	}
+	return b
 }
 
 func decodeDedup(b []byte) (dedupRecord, error) {
@@ -213,6 +263,17 @@ func decodeDedup(b []byte) (dedupRecord, error) {
 	r.FirstEnqueuedAt = d.int()
 	r.ExpiresAt = d.int()
 	r.Hits = d.int()
+	if len(d.b) > 0 {
+		n, w := binary.Uvarint(d.b)
+		if w <= 0 || n > uint64(len(d.b)) {
+			return r, errCorrupt
+		}
+		d.b = d.b[w:]
+		r.Slots = make([]int64, n)
+		for i := range r.Slots {
+			r.Slots[i] = d.int()
+		}
+	}
 	return r, d.err
 }
 

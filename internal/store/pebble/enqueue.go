@@ -84,7 +84,7 @@ func (s *Store) readRecords(t *tx, g *storerule.Group, ops []*writeOp) (map[stor
 			var d *dedupRecord
 			if d, err = getDedup(t.b, k.Queue, k.Key); err == nil && d != nil {
 				stored[k] = d
-				g.Records[k] = &storerule.Entry{Record: d.Record, Stored: true}
+				g.Records[k] = &storerule.Entry{Record: d.Record, Slots: d.Slots, Stored: true}
 			}
 		})
 		if err != nil {
@@ -94,13 +94,14 @@ func (s *Store) readRecords(t *tx, g *storerule.Group, ops []*writeOp) (map[stor
 	return stored, nil
 }
 
-// readOriginals reads the job of every stored record that a hit of ops may
-// replace (storerule.Replacing) into its entry, and returns them by id.
+// readOriginals reads the job of every stored record whose hit by ops needs
+// it (storerule.Originals: to replace or follow it) into its entry, and
+// returns them by id.
 func readOriginals(t *tx, g *storerule.Group, ops []*writeOp) (map[store.JobID]*record, error) {
 	var originals map[store.JobID]*record
 	var err error
 	for _, wop := range ops {
-		storerule.Replacing(wop.enqueue.jobs, func(k storerule.Key) {
+		storerule.Originals(wop.enqueue.jobs, func(k storerule.Key) {
 			e := g.Records[k]
 			if err != nil || e == nil || e.Original != nil {
 				return
@@ -115,7 +116,7 @@ func readOriginals(t *tx, g *storerule.Group, ops []*writeOp) (map[store.JobID]*
 					originals = map[store.JobID]*record{}
 				}
 				originals[r.ID] = r
-				e.Original = &storerule.Job{ID: r.ID, Queue: r.Queue, State: r.State, RunAt: r.RunAt}
+				e.Original = &storerule.Job{ID: r.ID, Queue: r.Queue, State: r.State, RunAt: r.RunAt, Follows: r.FollowsJobID}
 			}
 		})
 		if err != nil {
@@ -126,7 +127,8 @@ func readOriginals(t *tx, g *storerule.Group, ops []*writeOp) (map[store.JobID]*
 }
 
 // writeJobs writes the jobs g decided: the stored ones that hits replaced,
-// then the new ones, each with its index entry.
+// then the new ones, each with its index entry (a follow-up has none, and
+// its original names it).
 func writeJobs(t *tx, g *storerule.Group, originals map[store.JobID]*record) error {
 	for _, o := range g.Replaced {
 		r := originals[o.ID]
@@ -155,6 +157,14 @@ func writeJobs(t *tx, g *storerule.Group, originals map[store.JobID]*record) err
 			key := j.Key
 			r.IdempotencyKey = &key
 		}
+		if j.Follows != (store.JobID{}) {
+			r.FollowsJobID = j.Follows
+			o := originals[j.Follows]
+			o.Follower = j.ID
+			if err := t.putJob(o); err != nil {
+				return err
+			}
+		}
 		if err := t.putJob(r); err != nil {
 			return err
 		}
@@ -178,7 +188,7 @@ func (s *Store) writeRecords(t *tx, g *storerule.Group, stored map[storerule.Key
 	}
 	for _, k := range g.Created {
 		e := g.Records[k]
-		d := dedupRecord{Record: e.Record, Hits: e.Hits}
+		d := dedupRecord{Record: e.Record, Hits: e.Hits, Slots: e.Slots}
 		// Into the filter before the record is written: a filter may hold a
 		// name that is not stored (a batch that failed), never the reverse.
 		s.filter.Load().add(dedupName(k.Queue, k.Key))

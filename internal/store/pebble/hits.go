@@ -3,6 +3,7 @@ package pebble
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,7 +45,7 @@ func (s *Store) enqueueHits(ctx context.Context, op *enqueueOp) (bool, error) {
 	f := s.filter.Load()
 	for i := range op.jobs {
 		j := &op.jobs[i]
-		if !j.Keyed || j.Replace || !f.mayContain(dedupName(j.Queue, j.Key)) {
+		if !j.Keyed || j.Replace || j.RunAgain || !f.mayContain(dedupName(j.Queue, j.Key)) {
 			return false, nil
 		}
 	}
@@ -70,7 +71,8 @@ func (s *Store) enqueueHits(ctx context.Context, op *enqueueOp) (bool, error) {
 		return false, err
 	}
 	results := make([]store.EnqueueResult, len(op.jobs))
-	derr := g.Decide(op.atomic, op.now, op.jobs, results)
+	// On a copy: a job decided as created is decided again by the writer.
+	derr := g.Decide(op.atomic, op.now, slices.Clone(op.jobs), results)
 	if len(g.New) > 0 || len(g.Created) > 0 || len(g.Expired) > 0 || len(g.Replaced) > 0 {
 		return false, nil
 	}

@@ -84,7 +84,7 @@ func (s *Store) LookupDedup(ctx context.Context, p *store.LookupDedupParams) (*s
 		case err != nil:
 			return err
 		default:
-			l.JobState = storerule.VisibleState(r.State, r.RunAt, now)
+			l.JobState = storerule.VisibleState(r.State, r.RunAt, now, r.waits())
 			l.Result = r.Result
 		}
 		return nil

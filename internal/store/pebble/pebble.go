@@ -63,6 +63,10 @@ type Options struct {
 	// jobs reached a final state their release_key_on names has synced; never
 	// for a group that failed.
 	OnKeyReleased func(queue string, n int)
+	// OnJobsReady, if set, is called once per queue after a group commit
+	// that made waiting jobs of queue deliverable (a follow-up whose
+	// original ended) has synced, so that waiting Reserve calls look again.
+	OnJobsReady func(queue string)
 	// OnFailed, if set, is called once, from the syncer, when a commit
 	// could not be made durable (a write-ahead log write or sync failed: a
 	// full or failing disk). The store has then stopped: every later call

@@ -1,6 +1,11 @@
 package pebble
 
-import "github.com/sepp-dev/sepp/internal/store/storerule"
+import (
+	"errors"
+
+	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
+)
 
 // releaseKey deletes, in t, the dedup record of r, which has just reached
 // its final state, when the job's release_key_on names that state and the
@@ -26,4 +31,32 @@ func releaseKey(t *tx, r *record) error {
 	}
 	t.released[r.Queue]++
 	return nil
+}
+
+// releaseFollower makes the follow-up that waits for r, which reached a
+// final state in this batch, deliverable: it no longer follows anything and
+// enters the index its run-at puts it in, at r's finalization time.
+func (t *tx) releaseFollower(r *record) error {
+	if r.Follower == (store.JobID{}) {
+		return nil
+	}
+	f, err := getJob(t.b, r.Follower)
+	if errors.Is(err, store.ErrJobNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if f.FollowsJobID != r.ID || f.State.Finalized() {
+		return nil // cancelled while it waited
+	}
+	f.FollowsJobID = store.JobID{}
+	if err := t.putJob(f); err != nil {
+		return err
+	}
+	if t.ready == nil {
+		t.ready = map[string]bool{}
+	}
+	t.ready[f.Queue] = true
+	return t.index(f, r.FinalizedAt)
 }

@@ -191,6 +191,8 @@ type inflight struct {
 	// released counts, by queue, the dedup records the group's batch
 	// deleted (releaseKey); nil when it deleted none.
 	released map[string]int
+	// ready names the queues in which it made waiting jobs deliverable.
+	ready map[string]bool
 }
 
 // commit applies group in one batch and returns it in flight, to be
@@ -293,6 +295,11 @@ func (s *Store) answer(f inflight) {
 			s.opts.OnKeyReleased(queue, n)
 		}
 	}
+	if err == nil && f.b != nil && s.opts.OnJobsReady != nil {
+		for queue := range f.ready {
+			s.opts.OnJobsReady(queue)
+		}
+	}
 	for _, op := range f.group {
 		if op.hits != nil { // not committed: dropped
 			s.pendingMu.Lock()
@@ -388,7 +395,7 @@ func (s *Store) runGroup(ops []*writeOp) (inflight, error) {
 		s.recent.put(t.cached)
 		s.acked = next
 		f.b, f.commit, keep = t.b, next.commits, true
-		f.released = t.released
+		f.released, f.ready = t.released, t.ready
 	}
 	f.count = s.acked
 	for prefix, k := range t.raised {
@@ -429,6 +436,9 @@ type tx struct {
 	// released counts, by queue, the dedup records releaseKey deleted in
 	// the batch; nil until it deletes one.
 	released map[string]int
+	// ready names the queues in which the batch made waiting jobs
+	// deliverable (a follow-up whose original ended); nil until it does.
+	ready map[string]bool
 	// created names the dedup records the batch creates (unsynced).
 	created []storerule.Key
 	// cached holds the dedup records the batch writes, for the cache of
@@ -535,6 +545,9 @@ func (t *tx) putJob(r *record) error { return t.set(jobKey(r.ID), encodeJob(r)) 
 // index puts a job that can run (available or scheduled) into the ready or
 // the scheduled index, as its run-at says.
 func (t *tx) index(r *record, now int64) error {
+	if r.waits() {
+		return nil // a follow-up waits off the indexes until its original ends
+	}
 	if r.RunAt <= now {
 		return t.setIndex(readyPrefix(r.Queue), readyKey(r.Queue, r.Priority, r.RunAt, r.ID), nil)
 	}
@@ -569,6 +582,9 @@ func (t *tx) unindex(r *record) error {
 // state calls it once, in the write that takes it there.
 func (t *tx) finalize(r *record) error {
 	if err := releaseKey(t, r); err != nil {
+		return err
+	}
+	if err := t.releaseFollower(r); err != nil {
 		return err
 	}
 	return t.setIndex(finalizedPrefix(r.State), finalizedKey(r.State, r.FinalizedAt, r.ID), nil)

@@ -37,7 +37,7 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 		}
 		return rows.Err()
 	}
-	if err := each(`SELECT queue, CASE WHEN state = 1 AND run_at <= $1 THEN 2 ELSE state END, count(*)
+	if err := each(`SELECT queue, CASE WHEN state = 1 AND run_at <= $1 AND follows IS NULL THEN 2 ELSE state END, count(*)
  FROM sepp_jobs GROUP BY 1, 2`, []any{now}, func(r pgx.Rows) error {
 		var name string
 		var state int16
@@ -97,9 +97,9 @@ func (s *Store) ListJobs(ctx context.Context, p *store.ListJobsParams) ([]*store
 	switch p.State {
 	case 0:
 	case store.JobStateAvailable:
-		where = append(where, "(state = 2 OR (state = 1 AND run_at <= "+arg(now)+"))")
+		where = append(where, "(state = 2 OR (state = 1 AND run_at <= "+arg(now)+" AND follows IS NULL))")
 	case store.JobStateScheduled:
-		where = append(where, "state = 1 AND run_at > "+arg(now))
+		where = append(where, "state = 1 AND (run_at > "+arg(now)+" OR follows IS NOT NULL)")
 	default:
 		where = append(where, "state = "+arg(int16(p.State)))
 	}

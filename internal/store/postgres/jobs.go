@@ -27,7 +27,7 @@ func isDeadlock(err error) bool {
 func pgID(id store.JobID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
 
 const jobColumns = `id, queue, job_type, payload, idempotency_key, priority, run_at, max_attempts, attempts,
- headers, state, created_at, finalized_at, result, last_error`
+ headers, state, created_at, finalized_at, result, last_error, follows`
 
 func scanJob(row pgx.Row) (*store.Job, error) {
 	var (
@@ -38,15 +38,19 @@ func scanJob(row pgx.Row) (*store.Job, error) {
 		finalizedAt          *int64
 		lastError            *string
 		state                int16
+		follows              pgtype.UUID
 	)
 	if err := row.Scan(&id, &j.Queue, &j.JobType, &j.Payload, &key, &j.Priority, &runAt, &j.MaxAttempts,
-		&j.Attempts, &headers, &state, &createdAt, &finalizedAt, &result, &lastError); err != nil {
+		&j.Attempts, &headers, &state, &createdAt, &finalizedAt, &result, &lastError, &follows); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, store.ErrJobNotFound
 		}
 		return nil, err
 	}
 	j.ID = id.Bytes
+	if follows.Valid {
+		j.FollowsJobID = follows.Bytes
+	}
 	if key != nil {
 		k := string(key)
 		j.IdempotencyKey = &k
@@ -205,16 +209,18 @@ func (c *claims) lock(ctx context.Context, tx pgx.Tx) error {
 }
 
 // readOriginalSQL reads and locks the job that the record of a key, live at
-// $3, names, which a hit may replace.
-const readOriginalSQL = `SELECT id, state, run_at FROM sepp_jobs
+// $3, names, which a hit may replace or follow (storerule.Originals). The
+// lock keeps its state until the enqueue commits: a Complete on another
+// node waits, and then its trigger sees the follow-up this enqueue wrote.
+const readOriginalSQL = `SELECT id, state, run_at, follows FROM sepp_jobs
  WHERE id = (SELECT job_id FROM sepp_dedup WHERE queue = $1 AND key = $2 AND expires_at > $3) FOR UPDATE`
 
 // read reads, in one round trip, the records the claims found (locked by
 // them) into the group, and the jobs that the records of keys whose hits
-// may replace (storerule.Replacing) name.
+// need them (storerule.Originals) name.
 func (c *claims) read(ctx context.Context, tx pgx.Tx, now int64, jobs []storerule.Job) error {
 	var replacing map[storerule.Key]bool
-	storerule.Replacing(jobs, func(k storerule.Key) {
+	storerule.Originals(jobs, func(k storerule.Key) {
 		if replacing == nil {
 			replacing = map[storerule.Key]bool{}
 		}
@@ -227,11 +233,11 @@ func (c *claims) read(ctx context.Context, tx pgx.Tx, now int64, jobs []storerul
 		}
 		k, e := ck.k, &storerule.Entry{Stored: true}
 		c.Records[k] = e
-		b.Queue(`SELECT job_id, first_enqueued_at, expires_at, fingerprint FROM sepp_dedup WHERE queue = $1 AND key = $2`,
+		b.Queue(`SELECT job_id, first_enqueued_at, expires_at, fingerprint, slots FROM sepp_dedup WHERE queue = $1 AND key = $2`,
 			k.Queue, []byte(k.Key)).QueryRow(func(row pgx.Row) error {
 			var id pgtype.UUID
 			var fp []byte
-			err := row.Scan(&id, &e.FirstEnqueuedAt, &e.ExpiresAt, &fp)
+			err := row.Scan(&id, &e.FirstEnqueuedAt, &e.ExpiresAt, &fp, &e.Slots)
 			e.JobID = id.Bytes
 			copy(e.Fingerprint[:], fp)
 			return err
@@ -241,13 +247,14 @@ func (c *claims) read(ctx context.Context, tx pgx.Tx, now int64, jobs []storerul
 				var id pgtype.UUID
 				var state int16
 				var runAt int64
-				switch err := row.Scan(&id, &state, &runAt); {
+				var follows pgtype.UUID
+				switch err := row.Scan(&id, &state, &runAt, &follows); {
 				case errors.Is(err, pgx.ErrNoRows):
 					return nil // expired, or deleted by retention: nothing to replace
 				case err != nil:
 					return err
 				}
-				e.Original = &storerule.Job{ID: id.Bytes, Queue: k.Queue, State: store.JobState(state), RunAt: runAt}
+				e.Original = &storerule.Job{ID: id.Bytes, Queue: k.Queue, State: store.JobState(state), RunAt: runAt, Follows: follows.Bytes}
 				return nil
 			})
 		}
@@ -276,6 +283,11 @@ func (c *claims) write(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	for _, j := range c.New {
+		if j.Follows != (store.JobID{}) {
+			// The original, locked since read, now has a follow-up.
+			b.Queue(`UPDATE sepp_jobs SET flow = flow | 1 WHERE id = $1`, pgID(j.Follows))
+			continue // waits: nothing to announce
+		}
 		announce[j.Queue] = true
 	}
 	for q := range announce {
@@ -298,9 +310,9 @@ func (c *claims) writeRecord(b *pgx.Batch, ck claimedKey) {
 		// Claimed for a job that was not created.
 		b.Queue(`DELETE FROM sepp_dedup WHERE queue = $1 AND key = $2`, k.Queue, []byte(k.Key))
 	case e.Created:
-		if !ck.inserted || e.Record != ck.first || e.Hits > 0 {
-			b.Queue(`UPDATE sepp_dedup SET job_id = $3, first_enqueued_at = $4, expires_at = $5, fingerprint = $6, hits = $7
- WHERE queue = $1 AND key = $2`, k.Queue, []byte(k.Key), pgID(e.JobID), e.FirstEnqueuedAt, e.ExpiresAt, e.Fingerprint[:], e.Hits)
+		if !ck.inserted || e.Record != ck.first || e.Hits > 0 || e.Slots != nil {
+			b.Queue(`UPDATE sepp_dedup SET job_id = $3, first_enqueued_at = $4, expires_at = $5, fingerprint = $6, hits = $7, slots = $8
+ WHERE queue = $1 AND key = $2`, k.Queue, []byte(k.Key), pgID(e.JobID), e.FirstEnqueuedAt, e.ExpiresAt, e.Fingerprint[:], e.Hits, e.Slots)
 		}
 	case e.Hits > 0:
 		// Hit; a hit that replaced the job also gave the record its
@@ -321,11 +333,15 @@ func copyJobs(ctx context.Context, tx pgx.Tx, jobs []*storerule.Job) error {
 		if j.Keyed {
 			key = []byte(j.Key)
 		}
+		var follows pgtype.UUID
+		if j.Follows != (store.JobID{}) {
+			follows = pgID(j.Follows)
+		}
 		rows[i] = []any{pgID(j.ID), j.Queue, j.JobType, j.Payload, key, j.Priority, j.RunAt,
-			j.MaxAttempts, j.Headers, int16(j.State), j.CreatedAt, int16(j.ReleaseKeyOn)}
+			j.MaxAttempts, j.Headers, int16(j.State), j.CreatedAt, int16(j.ReleaseKeyOn), follows}
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"sepp_jobs"}, []string{"id", "queue", "job_type", "payload",
-		"idempotency_key", "priority", "run_at", "max_attempts", "headers", "state", "created_at", "release_key_on"},
+		"idempotency_key", "priority", "run_at", "max_attempts", "headers", "state", "created_at", "release_key_on", "follows"},
 		pgx.CopyFromRows(rows))
 	return err
 }
@@ -381,7 +397,7 @@ func (s *Store) LookupDedup(ctx context.Context, p *store.LookupDedupParams) (*s
 		state          *int16
 	)
 	err := s.pool.QueryRow(ctx, `SELECT d.job_id, d.first_enqueued_at, d.expires_at, d.fingerprint, d.hits,
- CASE WHEN j.state = 1 AND j.run_at <= $3 THEN 2 ELSE j.state END, j.result
+ CASE WHEN j.state = 1 AND j.run_at <= $3 AND j.follows IS NULL THEN 2 ELSE j.state END, j.result
  FROM sepp_dedup d LEFT JOIN sepp_jobs j ON j.id = d.job_id
  WHERE d.queue = $1 AND d.key = $2 AND d.expires_at > $3`, p.Queue, []byte(p.Key), now).
 		Scan(&id, &first, &expires, &fp, &l.Record.Hits, &state, &l.Result)

@@ -70,14 +70,14 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 		}
 		rows, err := tx.Query(ctx, `WITH picked AS (
   SELECT id FROM sepp_jobs
-   WHERE `+queueMatch+` AND state IN (1, 2) AND run_at <= $2
+   WHERE `+queueMatch+` AND state IN (1, 2) AND follows IS NULL AND run_at <= $2
      AND queue NOT IN (SELECT name FROM sepp_queues WHERE paused)
    ORDER BY priority DESC, run_at, id
    LIMIT $3 FOR UPDATE SKIP LOCKED)
  UPDATE sepp_jobs j SET state = 3, attempts = j.attempts + 1, lease_token = $4, lease_expires_at = $5, worker_id = $6
  FROM picked WHERE j.id = picked.id
  RETURNING j.id, j.queue, j.job_type, j.payload, j.idempotency_key, j.priority, j.run_at, j.max_attempts, j.attempts,
-  j.headers, j.state, j.created_at, j.finalized_at, j.result, j.last_error`,
+  j.headers, j.state, j.created_at, j.finalized_at, j.result, j.last_error, j.follows`,
 			queues, now, p.Max, token[:], expires, p.WorkerID)
 		if err != nil {
 			return err

@@ -10,7 +10,7 @@ import (
 //
 //  1. Read, under the lock it will write with, what the decision needs: the
 //     stored record of every key Keys names into a Group's Records (Stored
-//     set), the stored job that the record of every key Replacing names
+//     set), the stored job that the record of every key Originals names
 //     points to (Entry.Original), and then the dedup horizon (Horizon).
 //  2. Call Decide for each call of the group, in submission order.
 //  3. Write what the group then holds: the New jobs, the Created records
@@ -48,8 +48,11 @@ type Entry struct {
 	Created bool
 	// Hits is what this group adds to the record's hit count.
 	Hits int64
+	// Slots are a rule key's slots when it holds more than one
+	// (RuleSlots); nil for every other record.
+	Slots []int64
 	// Original is the job the record names, as a hit that replaces it
-	// (Replacement) needs it. For a Stored record of a key Replacing names,
+	// (Replacement) or follows it (FollowUp) needs it. For a Stored record of a key Originals names,
 	// the backend sets it to the stored job (at least ID, Queue, State and
 	// RunAt), read under its write lock, or leaves it nil when that job is
 	// gone (retention deleted it: nothing waits). For a record the group
@@ -109,13 +112,15 @@ func Keys(jobs []Job, now int64, seen map[Key]bool, fn func(k Key, first Record)
 	}
 }
 
-// Replacing calls fn with the key of every job of jobs that a hit may make
-// replace its original (Job.Replace): the backend sets the Original of that
-// key's stored record, if it read one, before deciding. A key may come more
-// than once.
-func Replacing(jobs []Job, fn func(Key)) {
+// Originals calls fn with the key of every job of jobs whose hit needs the
+// original job: one that may replace it (Job.Replace) or follow it
+// (Job.RunAgain). The backend sets the Original of that key's stored
+// record, if it read one, before deciding, reading it under a lock that
+// keeps the original from changing state until the group is written. A key
+// may come more than once.
+func Originals(jobs []Job, fn func(Key)) {
 	for i := range jobs {
-		if jobs[i].Keyed && jobs[i].Replace {
+		if jobs[i].Keyed && (jobs[i].Replace || jobs[i].RunAgain) {
 			fn(Key{jobs[i].Queue, jobs[i].Key})
 		}
 	}
@@ -178,16 +183,34 @@ type savedJob struct {
 
 // decide decides one job, into r unless it refuses it.
 func (c *call) decide(j *Job, r *store.EnqueueResult) error {
+	var follows *Job
 	if j.Keyed {
 		if e := c.g.Records[Key{j.Queue, j.Key}]; e != nil && e.Live(c.now) {
-			return c.hit(e, j, r)
+			if !FollowUp(j, e) {
+				return c.hit(e, j, r)
+			}
+			follows = e.Original
 		}
 	}
-	if err := c.ruleViolation(j); err != nil {
+	if err := ruleRefusal(c.g.Records, j, c.now); err != nil {
 		return err
 	}
-	c.create(j)
+	at := ruleDelay(c.g.Records, j, c.now)
+	if at > j.RunAt {
+		j.RunAt, j.State = at, store.JobStateScheduled
+	}
+	if follows != nil {
+		// A follow-up waits, scheduled, until its original ends.
+		j.Follows, j.State = follows.ID, store.JobStateScheduled
+	}
+	c.create(j, at)
 	*r = Created(j, c.now)
+	if at > c.now {
+		r.DelayedUntil = FromMicros(at)
+	}
+	if follows != nil {
+		r.FollowsJobID = follows.ID
+	}
 	return nil
 }
 
@@ -214,9 +237,12 @@ func (c *call) replace(e *Entry, j *Job, r *store.EnqueueResult) {
 	if o == nil {
 		return // deleted by retention: nothing waits
 	}
-	runAt, st, ok := Replacement(j, &e.Record, VisibleState(o.State, o.RunAt, c.now), o.RunAt, c.now)
+	runAt, st, ok := Replacement(j, &e.Record, VisibleState(o.State, o.RunAt, c.now, o.Follows != (store.JobID{})), o.RunAt, c.now)
 	if !ok {
 		return
+	}
+	if o.Follows != (store.JobID{}) {
+		st = store.JobStateScheduled // a follow-up waits until its original ends
 	}
 	c.saveJob(o)
 	o.Payload, o.Headers, o.Priority, o.RunAt, o.State = j.Payload, j.Headers, j.Priority, runAt, st
@@ -228,26 +254,22 @@ func (c *call) replace(e *Entry, j *Job, r *store.EnqueueResult) {
 	r.Replaced, r.RunAt = true, FromMicros(runAt)
 }
 
-// ruleViolation returns the *store.RuleViolationError of the first rule of
-// j whose key is held by a live record, or nil.
-func (c *call) ruleViolation(j *Job) error {
-	for _, r := range j.Rules {
-		if e := c.g.Records[Key{r.Queue, r.Key}]; e != nil && e.Live(c.now) {
-			return RuleViolated(r.Name, &e.Record)
-		}
-	}
-	return nil
-}
-
-// create records that j is created, with the records of its key and its
-// rule keys.
-func (c *call) create(j *Job) {
+// create records that j is created, with the record of its key and a slot
+// of each rule key: at, the moment every delaying rule has room, for those,
+// the enqueue time for the others.
+func (c *call) create(j *Job, at int64) {
 	if j.Keyed {
 		c.put(Key{j.Queue, j.Key}, Entry{Record: NewRecord(j, c.now), Created: true, Original: j})
 	}
-	for r := range j.Rules {
-		rule := &j.Rules[r]
-		c.put(Key{rule.Queue, rule.Key}, Entry{Record: RuleRecord(j, rule, c.now), Created: true})
+	for i := range j.Rules {
+		rule := &j.Rules[i]
+		k := Key{rule.Queue, rule.Key}
+		t := c.now
+		if rule.Delay {
+			t = at
+		}
+		rec, slots := RuleTake(RuleSlots(c.g.Records[k], rule, c.now), rule, j, t, c.now)
+		c.put(k, Entry{Record: rec, Slots: slots, Created: true})
 	}
 	c.g.New = append(c.g.New, j)
 }

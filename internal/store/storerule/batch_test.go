@@ -452,7 +452,7 @@ func TestKeys(t *testing.T) {
 	}
 	Keys(jobs, now, seen, func(k Key, _ Record) { t.Fatalf("%v visited twice in one group", k) })
 	var replacing []Key
-	Replacing(jobs, func(k Key) { replacing = append(replacing, k) })
+	Originals(jobs, func(k Key) { replacing = append(replacing, k) })
 	if !slices.Equal(replacing, []Key{{"q", "a"}}) {
 		t.Fatalf("Replacing named %v", replacing)
 	}

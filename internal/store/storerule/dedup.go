@@ -99,6 +99,8 @@ type Rule struct {
 	Queue  string // RuleQueue(job's queue, Name)
 	Key    string
 	Window int64 // microseconds
+	Limit  int   // at least 1
+	Delay  bool  // action = "delay"
 }
 
 // ruleQueuePrefix starts the queue name under which a rule's records are
@@ -113,11 +115,6 @@ func RuleQueue(queue, name string) string { return ruleQueuePrefix + queue + "\x
 // queue's: listings of queues skip those.
 func IsRuleQueue(name string) bool { return strings.HasPrefix(name, ruleQueuePrefix) }
 
-// RuleViolated is the error of an enqueue whose rule key the live record r
-// holds.
-func RuleViolated(rule string, r *Record) error {
-	return &store.RuleViolationError{Rule: rule, JobID: r.JobID, FreesAt: FromMicros(r.ExpiresAt)}
-}
 
 // Replacement judges a hit of j, on a queue that replaces, on the original
 // job in state with run-at current and the dedup record r, at now: whether

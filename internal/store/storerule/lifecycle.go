@@ -38,9 +38,10 @@ func AfterFail(p *store.FailParams, queue string, attempts, maxAttempts int32) (
 }
 
 // VisibleState is the state a stored job is reported in at now: a scheduled
-// job whose run-at has passed is available.
-func VisibleState(state store.JobState, runAt, now int64) store.JobState {
-	if state == store.JobStateScheduled && runAt <= now {
+// job whose run-at has passed is available, unless it waits (a follow-up
+// whose original has not ended).
+func VisibleState(state store.JobState, runAt, now int64, waits bool) store.JobState {
+	if state == store.JobStateScheduled && runAt <= now && !waits {
 		return store.JobStateAvailable
 	}
 	return state

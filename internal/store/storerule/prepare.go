@@ -31,6 +31,11 @@ type Job struct {
 	// replace and debounce policies (Replacement).
 	Replace                   bool
 	Debounce, DebounceMaxWait int64
+	// RunAgain: a hit whose original is reserved creates a follow-up
+	// (when_running = "run_again").
+	RunAgain bool
+	// Follows is the reserved job a follow-up waits for; set by Decide.
+	Follows store.JobID
 	// Rules are the job's rule keys, each recorded under RuleQueue.
 	Rules       []Rule
 	Priority    int32
@@ -64,6 +69,7 @@ func Prepare(j *store.EnqueueJob, now int64) (Job, error) {
 		RejectMismatch:  j.RejectMismatch,
 		RejectDuplicate: j.RejectDuplicate,
 		Replace:         j.Replace,
+		RunAgain:        j.RunAgain,
 		Debounce:        j.Debounce.Microseconds(),
 		DebounceMaxWait: j.DebounceMaxWait.Microseconds(),
 		Priority:        j.Priority,
@@ -100,7 +106,8 @@ func Prepare(j *store.EnqueueJob, now int64) (Job, error) {
 		if r.Window <= 0 {
 			return Job{}, fmt.Errorf("rule %q: window must be positive, got %v", r.Name, r.Window)
 		}
-		pj.Rules = append(pj.Rules, Rule{Name: r.Name, Queue: RuleQueue(j.Queue, r.Name), Key: r.Key, Window: r.Window.Microseconds()})
+		pj.Rules = append(pj.Rules, Rule{Name: r.Name, Queue: RuleQueue(j.Queue, r.Name), Key: r.Key,
+			Window: r.Window.Microseconds(), Limit: max(r.Limit, 1), Delay: r.Delay})
 	}
 	if len(j.Headers) > 0 {
 		b, err := json.Marshal(j.Headers)

@@ -133,8 +133,11 @@ func TestLifecycleRules(t *testing.T) {
 			t.Errorf("%s: %v %d, want %v %d", f.name, s, r, f.wantState, f.wantRunAt)
 		}
 	}
-	if VisibleState(store.JobStateScheduled, 5, 5) != store.JobStateAvailable || VisibleState(store.JobStateScheduled, 6, 5) != store.JobStateScheduled {
+	if VisibleState(store.JobStateScheduled, 5, 5, false) != store.JobStateAvailable || VisibleState(store.JobStateScheduled, 6, 5, false) != store.JobStateScheduled {
 		t.Error("a scheduled job is visible as available once its run-at has come")
+	}
+	if VisibleState(store.JobStateScheduled, 5, 5, true) != store.JobStateScheduled {
+		t.Error("a waiting follow-up is visible as scheduled")
 	}
 	r := Retentions(&store.SweepParams{Now: t0, CompletedRetention: time.Hour, DeadRetention: 2 * time.Hour})
 	if len(r) != 3 || r[0].Before != t0.Add(-time.Hour).UnixMicro() || r[2].State != store.JobStateDead ||

@@ -1,0 +1,115 @@
+package storerule
+
+import (
+	"slices"
+
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// The enqueue side of per-key flow control: rules with a limit and an
+// action ([[queues.rules]] limit, action), and follow-ups (when_running =
+// "run_again").
+//
+// A rule key's record keeps the times its jobs took the key (its slots):
+// the enqueue time of a job the rule would refuse, the run-at of a job it
+// delays. At most Limit slots lie within any Window: a new slot at t is
+// allowed when fewer than Limit slots lie after t - Window. A record keeps
+// its last Limit slots, in order; with one slot it keeps none in Slots and
+// the slot is its ExpiresAt - Window, as every record written before rules
+// had limits.
+
+// RuleSlots returns the slots of rule r that the entry e (nil: none) holds
+// at now, in order: none when e is absent or no longer live.
+func RuleSlots(e *Entry, r *Rule, now int64) []int64 {
+	if e == nil || !e.Live(now) {
+		return nil
+	}
+	if len(e.Slots) > 0 {
+		return e.Slots
+	}
+	return []int64{e.ExpiresAt - r.Window}
+}
+
+// RuleFree returns the first moment at or after t at which rule r has room
+// for one more slot beside slots (in order).
+func RuleFree(slots []int64, r *Rule, t int64) int64 {
+	first, n := -1, 0
+	for i, s := range slots {
+		if s > t-r.Window {
+			if first < 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	if n < r.Limit {
+		return t
+	}
+	// The n-Limit+1 earliest slots that count at t must leave the window.
+	return max(t, slots[first+n-r.Limit]+r.Window)
+}
+
+// RuleTake returns the record, and its slots (nil for one), that rule r's
+// key holds once job j, enqueued at now, takes a slot at t, beside slots (in
+// order): the last Limit of them, with the record naming j.
+func RuleTake(slots []int64, r *Rule, j *Job, t, now int64) (Record, []int64) {
+	out := make([]int64, 0, len(slots)+1)
+	for _, s := range slots {
+		// A slot out of the window at now counts at no later moment.
+		if s > now-r.Window {
+			out = append(out, s)
+		}
+	}
+	i, _ := slices.BinarySearch(out, t)
+	out = slices.Insert(out, i, t)
+	if len(out) > r.Limit {
+		out = out[len(out)-r.Limit:]
+	}
+	rec := Record{JobID: j.ID, FirstEnqueuedAt: now, ExpiresAt: out[len(out)-1] + r.Window}
+	if len(out) == 1 {
+		return rec, nil
+	}
+	return rec, out
+}
+
+// ruleRefusal returns the error of the first rule of j that refuses it at
+// now (action "reject", window full), or nil.
+func ruleRefusal(records map[Key]*Entry, j *Job, now int64) error {
+	for i := range j.Rules {
+		r := &j.Rules[i]
+		if r.Delay {
+			continue
+		}
+		e := records[Key{r.Queue, r.Key}]
+		if free := RuleFree(RuleSlots(e, r, now), r, now); free > now {
+			return &store.RuleViolationError{Rule: r.Name, JobID: e.JobID, FreesAt: FromMicros(free), Limit: r.Limit}
+		}
+	}
+	return nil
+}
+
+// ruleDelay returns the first moment at or after now at which every rule
+// of j with action "delay" has room.
+func ruleDelay(records map[Key]*Entry, j *Job, now int64) int64 {
+	t := now
+	for changed := true; changed; {
+		changed = false
+		for i := range j.Rules {
+			r := &j.Rules[i]
+			if !r.Delay {
+				continue
+			}
+			if f := RuleFree(RuleSlots(records[Key{r.Queue, r.Key}], r, now), r, t); f > t {
+				t, changed = f, true
+			}
+		}
+	}
+	return t
+}
+
+// FollowUp reports whether an enqueue of j that found the live record e
+// creates a follow-up instead of being a hit: j's queue runs again, and
+// the job e names is reserved (running, or its lease not yet released).
+func FollowUp(j *Job, e *Entry) bool {
+	return j.RunAgain && e.Original != nil && e.Original.State == store.JobStateReserved
+}
