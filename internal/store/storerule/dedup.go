@@ -115,7 +115,6 @@ func RuleQueue(queue, name string) string { return ruleQueuePrefix + queue + "\x
 // queue's: listings of queues skip those.
 func IsRuleQueue(name string) bool { return strings.HasPrefix(name, ruleQueuePrefix) }
 
-
 // Replacement judges a hit of j, on a queue that replaces, on the original
 // job in state with run-at current and the dedup record r, at now: whether
 // the original takes j's payload, headers and priority (only while it
