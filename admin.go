@@ -18,6 +18,12 @@ type QueueInfo struct {
 	Cancelled    int64  `json:"cancelled"`
 	DedupRecords int64  `json:"dedupRecords"`
 	Paused       bool   `json:"paused"`
+	// Jobs whose run-at has come that are held back (counted in
+	// Scheduled): waiting follow-ups, and jobs held by their key's
+	// concurrency limit or rate.
+	HeldFollowUp    int64 `json:"heldFollowUp"`
+	HeldConcurrency int64 `json:"heldConcurrency"`
+	HeldRate        int64 `json:"heldRate"`
 }
 
 // ListQueues lists the declared queues and every queue that has jobs.
@@ -30,7 +36,8 @@ func (c *Client) ListQueues(ctx context.Context) ([]QueueInfo, error) {
 	for i, q := range res.GetQueues() {
 		out[i] = QueueInfo{Name: q.GetName(), Scheduled: q.GetScheduled(), Available: q.GetAvailable(),
 			Reserved: q.GetReserved(), Completed: q.GetCompleted(), Dead: q.GetDead(), Cancelled: q.GetCancelled(),
-			DedupRecords: q.GetDedupRecords(), Paused: q.GetPaused()}
+			DedupRecords: q.GetDedupRecords(), Paused: q.GetPaused(), HeldFollowUp: q.GetHeldFollowUp(),
+			HeldConcurrency: q.GetHeldConcurrency(), HeldRate: q.GetHeldRate()}
 	}
 	return out, nil
 }

@@ -323,6 +323,14 @@ type Ack struct {
 	// the one the server derived from the payload on a queue with
 	// key_fields; empty for an enqueue without a key.
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// FollowsJobID: on a queue with when_running = "run_again", the key's
+	// job was running, so this enqueue created a follow-up (JobID,
+	// Deduplicated false) that runs once the job named here has ended.
+	FollowsJobID string `json:"followsJobId,omitempty"`
+	// DelayedUntil: a rule with action = "delay" found its window full, so
+	// the job was accepted for this time, the first moment the window has
+	// room.
+	DelayedUntil time.Time `json:"delayedUntil,omitzero"`
 }
 
 // Enqueue enqueues one job.
@@ -512,6 +520,10 @@ func ackFromProto(r *seppv1.EnqueueResponse) *Ack {
 	}
 	if r.DedupExpiresAt != nil {
 		a.DedupExpiresAt = r.DedupExpiresAt.AsTime()
+	}
+	a.FollowsJobID = r.GetFollowsJobId()
+	if r.DelayedUntil != nil {
+		a.DelayedUntil = r.DelayedUntil.AsTime()
 	}
 	return a
 }

@@ -34,9 +34,10 @@ var (
 	// on_duplicate = "reject"; Error.Metadata["job_id"] names the original
 	// (of a single enqueue and of a batch item alike).
 	ErrDuplicateJob = errors.New(seppv1.Reason_DUPLICATE_JOB.String())
-	// ErrDedupRuleViolated: a [[queues.rules]] rule matched a job enqueued
-	// on the queue within the rule's window; Error.Metadata has "rule",
-	// "job_id" and "frees_at".
+	// ErrDedupRuleViolated: a [[queues.rules]] rule with action = "reject"
+	// found its limit of jobs enqueued on the queue within its window;
+	// Error.Metadata has "rule", "limit", "frees_at" (when the window has
+	// room), and, when the limit is 1, "job_id" (the job that holds it).
 	ErrDedupRuleViolated = errors.New(seppv1.Reason_DEDUP_RULE_VIOLATED.String())
 	// ErrUnknownQueue: the queue is not declared and the server is strict.
 	ErrUnknownQueue = errors.New(seppv1.Reason_UNKNOWN_QUEUE.String())

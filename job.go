@@ -69,6 +69,44 @@ type Job struct {
 	FinalizedAt    time.Time         `json:"finalizedAt,omitzero"` // zero until completed, dead or cancelled
 	Result         []byte            `json:"result,omitempty"`
 	LastError      string            `json:"lastError,omitempty"`
+	// FollowsJobID: a follow-up (when_running = "run_again") waiting for
+	// the job named here to end.
+	FollowsJobID string `json:"followsJobId,omitempty"`
+	// ConcurrencyKey and RateKey are the job's keys under its queue's
+	// [queues.concurrency] and [queues.rate], on queues that have them.
+	ConcurrencyKey string `json:"concurrencyKey,omitempty"`
+	RateKey        string `json:"rateKey,omitempty"`
+	// HeldBy says what holds back a job whose run-at has come, if anything;
+	// HeldUntil, for JobHoldRate, when its key's rate window has room.
+	HeldBy    JobHold   `json:"heldBy,omitempty"`
+	HeldUntil time.Time `json:"heldUntil,omitzero"`
+}
+
+// JobHold is what holds back a job whose run-at has come.
+type JobHold string
+
+// The holds.
+const (
+	// JobHoldFollowUp: a follow-up waiting for the job it follows to end.
+	JobHoldFollowUp JobHold = "follow_up"
+	// JobHoldConcurrency: its concurrency key is at its limit, or, on an
+	// ordered queue, an earlier job of its key has not finished.
+	JobHoldConcurrency JobHold = "concurrency"
+	// JobHoldRate: its rate key had its limit of jobs reserved within the
+	// period.
+	JobHoldRate JobHold = "rate"
+)
+
+func holdFromProto(h seppv1.JobHold) JobHold {
+	switch h {
+	case seppv1.JobHold_JOB_HOLD_FOLLOW_UP:
+		return JobHoldFollowUp
+	case seppv1.JobHold_JOB_HOLD_CONCURRENCY:
+		return JobHoldConcurrency
+	case seppv1.JobHold_JOB_HOLD_RATE:
+		return JobHoldRate
+	}
+	return ""
 }
 
 func jobFromProto(p *seppv1.Job) *Job {
@@ -76,7 +114,11 @@ func jobFromProto(p *seppv1.Job) *Job {
 		ID: p.GetJobId(), Queue: p.GetQueue(), JobType: p.GetJobType(), Payload: p.GetPayload(),
 		IdempotencyKey: p.GetIdempotencyKey(), Priority: p.GetPriority(), MaxAttempts: p.GetMaxAttempts(),
 		Attempts: p.GetAttempts(), Headers: p.GetHeaders(), State: stateFromProto(p.GetState()),
-		Result: p.GetResult(), LastError: p.GetLastError(),
+		Result: p.GetResult(), LastError: p.GetLastError(), FollowsJobID: p.GetFollowsJobId(),
+		ConcurrencyKey: p.GetConcurrencyKey(), RateKey: p.GetRateKey(), HeldBy: holdFromProto(p.GetHeldBy()),
+	}
+	if p.HeldUntil != nil {
+		j.HeldUntil = p.HeldUntil.AsTime()
 	}
 	if p.RunAt != nil {
 		j.RunAt = p.RunAt.AsTime()

@@ -247,7 +247,40 @@ type QueueConfig struct {
 	// the rule's window is refused (DEDUP_RULE_VIOLATED). Do not modify the
 	// slice of a loaded config.
 	Rules []RuleConfig `toml:"rules"`
+	// WhenRunning is what a keyed enqueue gets when the job its key names
+	// is running (reserved). Default (""): WhenRunningReturnOriginal.
+	WhenRunning WhenRunning `toml:"when_running"`
 }
+
+// WhenRunning is a queue's answer to a dedup hit on a running job.
+type WhenRunning string
+
+// The when_running values.
+const (
+	// WhenRunningReturnOriginal answers the hit as on_duplicate says, as
+	// for a job that waits or has finished.
+	WhenRunningReturnOriginal WhenRunning = "return_original"
+	// WhenRunningRunAgain creates one follow-up job that runs once the
+	// running one has ended (completed, dead or cancelled); the key names
+	// the follow-up from then on, so later hits are judged against it.
+	WhenRunningRunAgain WhenRunning = "run_again"
+)
+
+// maxRuleLimit bounds a rule's limit: a rule key's record keeps the time of
+// each of its last limit jobs.
+const maxRuleLimit = 10000
+
+// RuleAction is what a rule does with a job that finds its window full.
+type RuleAction string
+
+// The action values of [[queues.rules]].
+const (
+	// RuleActionReject refuses the job (DEDUP_RULE_VIOLATED).
+	RuleActionReject RuleAction = "reject"
+	// RuleActionDelay accepts the job and schedules it for the first
+	// moment the window has room.
+	RuleActionDelay RuleAction = "delay"
+)
 
 // RuleConfig is one [[queues.rules]] entry.
 type RuleConfig struct {
@@ -260,6 +293,12 @@ type RuleConfig struct {
 	// WindowMs is how long a job holds its rule key, in milliseconds.
 	// Required.
 	WindowMs int64 `toml:"window_ms"`
+	// Limit is how many jobs with one rule key may be created within any
+	// window. Default (0): 1.
+	Limit int `toml:"limit"`
+	// Action is what a job that finds the window full gets. Default (""):
+	// RuleActionReject.
+	Action RuleAction `toml:"action"`
 }
 
 // Window is WindowMs as a duration.
@@ -383,6 +422,9 @@ func (c *Config) resolve(q QueueConfig) QueueConfig {
 	if q.OnDuplicate == "" {
 		q.OnDuplicate = OnDuplicateReturnOriginal
 	}
+	if q.WhenRunning == "" {
+		q.WhenRunning = WhenRunningReturnOriginal
+	}
 	if q.MaxAttempts == 0 {
 		q.MaxAttempts = DefaultMaxAttempts
 	}
@@ -456,7 +498,17 @@ func (q QueueConfig) DedupPolicy() string {
 		add("release_key_on", q.ReleaseKeyOn)
 	}
 	for _, r := range q.Rules {
-		add("rule", map[string]any{"name": r.Name, "key_fields": r.KeyFields, "window_ms": r.WindowMs})
+		rule := map[string]any{"name": r.Name, "key_fields": r.KeyFields, "window_ms": r.WindowMs}
+		if r.Limit > 1 {
+			rule["limit"] = r.Limit
+		}
+		if r.Action == RuleActionDelay {
+			rule["action"] = r.Action
+		}
+		add("rule", rule)
+	}
+	if q.WhenRunning == WhenRunningRunAgain {
+		parts = append(parts, "when_running="+string(q.WhenRunning))
 	}
 	return strings.Join(parts, " ")
 }

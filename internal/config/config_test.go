@@ -105,10 +105,10 @@ func TestFullFile(t *testing.T) {
 	}
 	wantPayments := QueueConfig{
 		Name: "payments", DedupWindowMs: 604800000, KeyReuse: KeyReuseRejectMismatch, DedupByContent: true,
-		JobTypes: []string{"charge", "refund"}, MaxAttempts: 5, LeaseMs: 60000, BackoffInitialMs: 2000, BackoffMaxMs: 120000, OnDuplicate: OnDuplicateReturnOriginal,
+		JobTypes: []string{"charge", "refund"}, MaxAttempts: 5, LeaseMs: 60000, BackoffInitialMs: 2000, BackoffMaxMs: 120000, OnDuplicate: OnDuplicateReturnOriginal, WhenRunning: WhenRunningReturnOriginal,
 	}
 	rawPayments := wantPayments // as the file says it, before defaults
-	rawPayments.OnDuplicate = ""
+	rawPayments.OnDuplicate, rawPayments.WhenRunning = "", ""
 	if len(c.Queues) != 2 || !reflect.DeepEqual(c.Queues[0], rawPayments) || !reflect.DeepEqual(c.Queues[1], QueueConfig{Name: "emails"}) {
 		t.Errorf("Queues = %+v", c.Queues)
 	}
@@ -125,7 +125,7 @@ func TestFullFile(t *testing.T) {
 	// emails inherits the storage window (1 h here) and the queue defaults.
 	wantEmails := QueueConfig{
 		Name: "emails", DedupWindowMs: 3600000, KeyReuse: KeyReuseReturnOriginal,
-		MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal,
+		MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal, WhenRunning: WhenRunningReturnOriginal,
 	}
 	if got := c.Queue("emails"); !reflect.DeepEqual(got, wantEmails) {
 		t.Errorf("Queue(emails) = %+v, want %+v", got, wantEmails)
@@ -561,10 +561,10 @@ backoff_max_ms = 1000
 		name string
 		want QueueConfig
 	}{
-		{"own", QueueConfig{Name: "own", DedupWindowMs: 5000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 1, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal}},
-		{"inherits", QueueConfig{Name: "inherits", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 1000, OnDuplicate: OnDuplicateReturnOriginal}},
-		{"undeclared", QueueConfig{Name: "undeclared", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal}},
-		{"", QueueConfig{Name: "", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal}},
+		{"own", QueueConfig{Name: "own", DedupWindowMs: 5000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 1, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal, WhenRunning: WhenRunningReturnOriginal}},
+		{"inherits", QueueConfig{Name: "inherits", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 1000, OnDuplicate: OnDuplicateReturnOriginal, WhenRunning: WhenRunningReturnOriginal}},
+		{"undeclared", QueueConfig{Name: "undeclared", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal, WhenRunning: WhenRunningReturnOriginal}},
+		{"", QueueConfig{Name: "", DedupWindowMs: 1000, KeyReuse: KeyReuseReturnOriginal, MaxAttempts: 25, LeaseMs: 30000, BackoffInitialMs: 1000, BackoffMaxMs: 3600000, OnDuplicate: OnDuplicateReturnOriginal, WhenRunning: WhenRunningReturnOriginal}},
 	}
 	for _, tc := range tests {
 		if got := c.Queue(tc.name); !reflect.DeepEqual(got, tc.want) {

@@ -48,6 +48,7 @@ var intRanges = map[string]intRange{
 	"queues[].debounce_ms":          {1, MaxMs},
 	"queues[].debounce_max_wait_ms": {1, MaxMs},
 	"queues[].rules[].window_ms":    {1, MaxMs},
+	"queues[].rules[].limit":        {1, maxRuleLimit},
 
 	"webhooks[].max_body_bytes":                   {1, 256 << 20},
 	"webhooks[].signature.timestamp_tolerance_ms": {1, MaxMs},

@@ -51,7 +51,10 @@ func intKeyDoc(p string, value string) (string, int) {
 		return doc + kv, strings.Count(doc, "\n") + 1
 	case "queues[].rules[]":
 		doc := "[[queues]]\nname = \"q\"\n[[queues.rules]]\nname = \"r\"\nkey_fields = [\"/a\"]\n"
-		return doc + kv, 6
+		if name != "window_ms" {
+			doc += "window_ms = 1000\n"
+		}
+		return doc + kv, strings.Count(doc, "\n") + 1
 	case "webhooks[]":
 		doc := "[server]\nmax_payload_bytes = 268435456\n[[webhooks]]\npath = \"/h\"\nqueue = \"q\"\njob_type = \"t\"\nrequire_key = false\n"
 		return doc + kv, 8

@@ -140,7 +140,10 @@ var specs = []keySpec{
 	{"queues[].rules", kindTableArray, "uniqueness rules besides the key, one [[queues.rules]] section each"},
 	{"queues[].rules[].name", kindString, "the rule's name, unique in its queue; required"},
 	{"queues[].rules[].key_fields", kindStringList, `JSON pointers into the payload that make the rule key, like ["/account", "/amount"]; required`},
-	{"queues[].rules[].window_ms", kindInt, "how long a job holds its rule key, in milliseconds; required"},
+	{"queues[].rules[].window_ms", kindInt, "the rule's window, in milliseconds; required"},
+	{"queues[].rules[].limit", kindInt, "how many jobs with one rule key may be created within any window; default 1"},
+	{"queues[].rules[].action", kindString, `what a job that finds the window full gets, "reject" (DEDUP_RULE_VIOLATED) or "delay" (scheduled for the first moment the window has room); default "reject"`},
+	{"queues[].when_running", kindString, `what a keyed enqueue gets while the job its key names runs, "return_original" or "run_again" (one follow-up job that runs after it); default "return_original"`},
 
 	{"auth", kindTable, "the [auth] section: the tokens calls must carry"},
 	{"auth.metrics_token_role", kindString, `the role whose tokens (and admin's) may read /metrics, "producer", "worker", "reader" or "admin"; default: /metrics is open`},

@@ -117,6 +117,12 @@ func (c *Config) validate(file string, org origins) error {
 			}
 		}
 		v.releaseKeyOn(p+".release_key_on", q.ReleaseKeyOn)
+		if q.WhenRunning != "" && q.WhenRunning != WhenRunningReturnOriginal && q.WhenRunning != WhenRunningRunAgain {
+			v.bad(p+".when_running", fmt.Sprintf("must be %q or %q, got %q", WhenRunningReturnOriginal, WhenRunningRunAgain, q.WhenRunning))
+		}
+		if q.WhenRunning == WhenRunningRunAgain && q.OnDuplicate == OnDuplicateReject {
+			v.fail(p+".when_running", `"run_again" cannot be set with on_duplicate = "reject": a hit on the waiting follow-up would be refused; use "return_original", "replace" or "debounce"`)
+		}
 		if len(q.KeyFields) > 0 && q.DedupByContent {
 			v.fail(p+".key_fields", "cannot be set together with dedup_by_content = true: key_fields derives the key from some fields, dedup_by_content from the whole payload; keep one")
 		}
@@ -144,6 +150,12 @@ func (c *Config) validate(file string, org origins) error {
 				v.fail(rp+".window_ms", "is required: how long a job holds its rule key, in milliseconds, like 60000")
 			} else {
 				v.queueMillis(rp+".window_ms", r.WindowMs)
+			}
+			if r.Limit < 0 || (r.Limit == 0 && v.has(rp+".limit")) || r.Limit > maxRuleLimit {
+				v.bad(rp+".limit", fmt.Sprintf("must be between 1 and %d: how many jobs with one rule key may be created within the window, got %d", maxRuleLimit, r.Limit))
+			}
+			if r.Action != "" && r.Action != RuleActionReject && r.Action != RuleActionDelay {
+				v.bad(rp+".action", fmt.Sprintf("must be %q or %q, got %q", RuleActionReject, RuleActionDelay, r.Action))
 			}
 		}
 		for j, t := range q.JobTypes {

@@ -123,6 +123,12 @@ func ackOf(job *store.EnqueueJob, r *store.EnqueueResult) *seppv1.EnqueueRespons
 	if r.Deduplicated {
 		ack.OriginalEnqueuedAt = timestamppb.New(r.OriginalEnqueuedAt)
 	}
+	if r.FollowsJobID != (store.JobID{}) {
+		ack.FollowsJobId = formatJobID(r.FollowsJobID)
+	}
+	if !r.DelayedUntil.IsZero() {
+		ack.DelayedUntil = timestamppb.New(r.DelayedUntil)
+	}
 	return ack
 }
 
@@ -195,6 +201,10 @@ func dedupOutcome(job *store.EnqueueJob, r *store.EnqueueResult) string {
 		return "mismatch"
 	case r.Deduplicated:
 		return "hit"
+	case r.FollowsJobID != (store.JobID{}):
+		return "follow_up"
+	case !r.DelayedUntil.IsZero():
+		return "delayed"
 	}
 	return "created"
 }
@@ -277,7 +287,7 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 		if aerr != nil {
 			return job, aerr
 		}
-		rules = append(rules, store.RuleKey{Name: r.Name, Key: k, Window: r.Window()})
+		rules = append(rules, store.RuleKey{Name: r.Name, Key: k, Window: r.Window(), Limit: r.Limit, Delay: r.Action == config.RuleActionDelay})
 	}
 	job = store.EnqueueJob{
 		Queue:           queue,
@@ -296,6 +306,7 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 		DebounceMaxWait: debounce(qc, qc.DebounceMaxWaitMs),
 		ReleaseKeyOn:    store.ReleaseOnStates(qc.ReleaseKeyOn),
 		Rules:           rules,
+		RunAgain:        qc.WhenRunning == config.WhenRunningRunAgain,
 	}
 	return job, nil
 }

@@ -123,10 +123,18 @@ func toAPIError(err error) *apiError {
 			return e
 		}
 		frees := re.FreesAt.UTC().Format(time.RFC3339Nano)
+		limit := max(re.Limit, 1)
+		if limit > 1 {
+			e := newError(connect.CodeFailedPrecondition, ReasonDedupRuleViolated,
+				"rule %q: %d jobs with the same values in the rule's fields were enqueued on this queue within the rule's window, its limit; the window has room again at %s: enqueue after that time, or set action = \"delay\" on the rule to have such jobs scheduled then",
+				re.Rule, limit, frees)
+			e.metadata = map[string]string{"rule": re.Rule, "limit": strconv.Itoa(limit), "frees_at": frees}
+			return e
+		}
 		e := newError(connect.CodeFailedPrecondition, ReasonDedupRuleViolated,
 			"rule %q: job %s, enqueued on this queue within the rule's window, has the same values in the rule's fields; it holds them until %s: this is likely the same request again under another key, so look that job up, or enqueue after that time",
 			re.Rule, formatJobID(re.JobID), frees)
-		e.metadata = map[string]string{"rule": re.Rule, "job_id": formatJobID(re.JobID), "frees_at": frees}
+		e.metadata = map[string]string{"rule": re.Rule, "limit": "1", "job_id": formatJobID(re.JobID), "frees_at": frees}
 		return e
 	case errors.Is(err, store.ErrStaleEnqueue):
 		return newError(connect.CodeUnavailable, ReasonUnavailable,

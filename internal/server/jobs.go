@@ -83,10 +83,11 @@ func (j *jobService) ReleaseIdempotencyKey(ctx context.Context, req *seppv1.Rele
 }
 
 // jobToProto converts a stored job; a scheduled job whose run-at has passed
-// at now is reported as available.
+// at now is reported as available, unless it is held (a waiting follow-up).
 func jobToProto(j *store.Job, now time.Time) *seppv1.Job {
+	waits := j.FollowsJobID != (store.JobID{})
 	state := j.State
-	if state == store.JobStateScheduled && !j.RunAt.After(now) {
+	if state == store.JobStateScheduled && !j.RunAt.After(now) && !waits {
 		state = store.JobStateAvailable
 	}
 	p := &seppv1.Job{
@@ -107,6 +108,10 @@ func jobToProto(j *store.Job, now time.Time) *seppv1.Job {
 	}
 	if !j.FinalizedAt.IsZero() {
 		p.FinalizedAt = timestamppb.New(j.FinalizedAt)
+	}
+	if waits {
+		p.FollowsJobId = formatJobID(j.FollowsJobID)
+		p.HeldBy = seppv1.JobHold_JOB_HOLD_FOLLOW_UP
 	}
 	return p
 }

@@ -53,7 +53,7 @@ func NewMetrics() *Metrics {
 		}, []string{"queue"}),
 		dedupOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sepp_dedup_outcomes_total",
-			Help: "Enqueues with a key or a uniqueness rule, by what the queue's dedup policy decided: created, hit, mismatch (a hit with another payload), rejected (DUPLICATE_JOB, IDEMPOTENCY_KEY_CONFLICT), replaced, debounced, rule_violated; and released: dedup records deleted because their job reached a final state the queue's release_key_on names.",
+			Help: "Enqueues with a key or a uniqueness rule, by what the queue's dedup policy decided: created, hit, mismatch (a hit with another payload), rejected (DUPLICATE_JOB, IDEMPOTENCY_KEY_CONFLICT), replaced, debounced, rule_violated, follow_up (when_running = \"run_again\" created a follow-up of a running job), delayed (a rule with action = \"delay\" scheduled the job for when its window has room); and released: dedup records deleted because their job reached a final state the queue's release_key_on names.",
 		}, []string{"queue", "outcome"}),
 		reserved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sepp_jobs_reserved_total",

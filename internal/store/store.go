@@ -417,7 +417,24 @@ type QueueStats struct {
 	Counts       map[JobState]int64
 	DedupRecords int64
 	Paused       bool
+	// Held counts the jobs held back, by what holds them (all counted in
+	// Counts as scheduled).
+	Held map[Hold]int64
 }
+
+// Hold is what holds back a job whose run-at has come. The values match the
+// wire enum.
+type Hold int
+
+const (
+	HoldNone Hold = iota
+	// HoldFollowUp: a follow-up waiting for the job it follows to end.
+	HoldFollowUp
+	// HoldConcurrency: its concurrency key is at its limit.
+	HoldConcurrency
+	// HoldRate: its rate key's window is full.
+	HoldRate
+)
 
 // ListJobsParams are the parameters of Store.ListJobs.
 type ListJobsParams struct {

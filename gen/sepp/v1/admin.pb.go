@@ -111,10 +111,16 @@ type QueueInfo struct {
 	Dead      int64                  `protobuf:"varint,6,opt,name=dead,proto3" json:"dead,omitempty"`
 	Cancelled int64                  `protobuf:"varint,7,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	// Live dedup records (inside their window).
-	DedupRecords  int64 `protobuf:"varint,8,opt,name=dedup_records,json=dedupRecords,proto3" json:"dedup_records,omitempty"`
-	Paused        bool  `protobuf:"varint,9,opt,name=paused,proto3" json:"paused,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DedupRecords int64 `protobuf:"varint,8,opt,name=dedup_records,json=dedupRecords,proto3" json:"dedup_records,omitempty"`
+	Paused       bool  `protobuf:"varint,9,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Jobs whose run-at has come that are held back (counted in scheduled):
+	// follow-ups waiting for the job they follow, and jobs held by their
+	// key's [queues.concurrency] or [queues.rate].
+	HeldFollowUp    int64 `protobuf:"varint,10,opt,name=held_follow_up,json=heldFollowUp,proto3" json:"held_follow_up,omitempty"`
+	HeldConcurrency int64 `protobuf:"varint,11,opt,name=held_concurrency,json=heldConcurrency,proto3" json:"held_concurrency,omitempty"`
+	HeldRate        int64 `protobuf:"varint,12,opt,name=held_rate,json=heldRate,proto3" json:"held_rate,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *QueueInfo) Reset() {
@@ -208,6 +214,27 @@ func (x *QueueInfo) GetPaused() bool {
 		return x.Paused
 	}
 	return false
+}
+
+func (x *QueueInfo) GetHeldFollowUp() int64 {
+	if x != nil {
+		return x.HeldFollowUp
+	}
+	return 0
+}
+
+func (x *QueueInfo) GetHeldConcurrency() int64 {
+	if x != nil {
+		return x.HeldConcurrency
+	}
+	return 0
+}
+
+func (x *QueueInfo) GetHeldRate() int64 {
+	if x != nil {
+		return x.HeldRate
+	}
+	return 0
 }
 
 type ListJobsRequest struct {
@@ -752,7 +779,7 @@ const file_sepp_v1_admin_proto_rawDesc = "" +
 	"\x13sepp/v1/admin.proto\x12\asepp.v1\x1a\x11sepp/v1/job.proto\"\x13\n" +
 	"\x11ListQueuesRequest\"@\n" +
 	"\x12ListQueuesResponse\x12*\n" +
-	"\x06queues\x18\x01 \x03(\v2\x12.sepp.v1.QueueInfoR\x06queues\"\x84\x02\n" +
+	"\x06queues\x18\x01 \x03(\v2\x12.sepp.v1.QueueInfoR\x06queues\"\xf2\x02\n" +
 	"\tQueueInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tscheduled\x18\x02 \x01(\x03R\tscheduled\x12\x1c\n" +
@@ -762,7 +789,11 @@ const file_sepp_v1_admin_proto_rawDesc = "" +
 	"\x04dead\x18\x06 \x01(\x03R\x04dead\x12\x1c\n" +
 	"\tcancelled\x18\a \x01(\x03R\tcancelled\x12#\n" +
 	"\rdedup_records\x18\b \x01(\x03R\fdedupRecords\x12\x16\n" +
-	"\x06paused\x18\t \x01(\bR\x06paused\"\x8c\x01\n" +
+	"\x06paused\x18\t \x01(\bR\x06paused\x12$\n" +
+	"\x0eheld_follow_up\x18\n" +
+	" \x01(\x03R\fheldFollowUp\x12)\n" +
+	"\x10held_concurrency\x18\v \x01(\x03R\x0fheldConcurrency\x12\x1b\n" +
+	"\theld_rate\x18\f \x01(\x03R\bheldRate\"\x8c\x01\n" +
 	"\x0fListJobsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12'\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x11.sepp.v1.JobStateR\x05state\x12\x1b\n" +

@@ -92,6 +92,63 @@ func (JobState) EnumDescriptor() ([]byte, []int) {
 	return file_sepp_v1_job_proto_rawDescGZIP(), []int{0}
 }
 
+// JobHold is what holds back a job whose run-at has come.
+type JobHold int32
+
+const (
+	JobHold_JOB_HOLD_UNSPECIFIED JobHold = 0
+	// A follow-up waiting for the running job it follows to end.
+	JobHold_JOB_HOLD_FOLLOW_UP JobHold = 1
+	// Its concurrency key has limit jobs reserved (or, with ordered, an
+	// earlier job of the key has not finished).
+	JobHold_JOB_HOLD_CONCURRENCY JobHold = 2
+	// Its rate key had limit jobs reserved within the period.
+	JobHold_JOB_HOLD_RATE JobHold = 3
+)
+
+// Enum value maps for JobHold.
+var (
+	JobHold_name = map[int32]string{
+		0: "JOB_HOLD_UNSPECIFIED",
+		1: "JOB_HOLD_FOLLOW_UP",
+		2: "JOB_HOLD_CONCURRENCY",
+		3: "JOB_HOLD_RATE",
+	}
+	JobHold_value = map[string]int32{
+		"JOB_HOLD_UNSPECIFIED": 0,
+		"JOB_HOLD_FOLLOW_UP":   1,
+		"JOB_HOLD_CONCURRENCY": 2,
+		"JOB_HOLD_RATE":        3,
+	}
+)
+
+func (x JobHold) Enum() *JobHold {
+	p := new(JobHold)
+	*p = x
+	return p
+}
+
+func (x JobHold) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JobHold) Descriptor() protoreflect.EnumDescriptor {
+	return file_sepp_v1_job_proto_enumTypes[1].Descriptor()
+}
+
+func (JobHold) Type() protoreflect.EnumType {
+	return &file_sepp_v1_job_proto_enumTypes[1]
+}
+
+func (x JobHold) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JobHold.Descriptor instead.
+func (JobHold) EnumDescriptor() ([]byte, []int) {
+	return file_sepp_v1_job_proto_rawDescGZIP(), []int{1}
+}
+
 // Job is one unit of work.
 type Job struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -113,7 +170,19 @@ type Job struct {
 	// The result passed to Complete, if any.
 	Result []byte `protobuf:"bytes,14,opt,name=result,proto3" json:"result,omitempty"`
 	// The error of the last failed attempt, or why the job is dead.
-	LastError     string `protobuf:"bytes,15,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastError string `protobuf:"bytes,15,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// A follow-up (when_running = "run_again") that waits: the running job
+	// whose end it waits for. Empty otherwise.
+	FollowsJobId string `protobuf:"bytes,16,opt,name=follows_job_id,json=followsJobId,proto3" json:"follows_job_id,omitempty"`
+	// The job's key under its queue's [queues.concurrency] and [queues.rate],
+	// on queues that have them (JSON of the key fields' values; "" for a
+	// whole-queue limit).
+	ConcurrencyKey string `protobuf:"bytes,17,opt,name=concurrency_key,json=concurrencyKey,proto3" json:"concurrency_key,omitempty"`
+	RateKey        string `protobuf:"bytes,18,opt,name=rate_key,json=rateKey,proto3" json:"rate_key,omitempty"`
+	// Why a job whose run-at has come is not delivered yet, if it is held.
+	HeldBy JobHold `protobuf:"varint,19,opt,name=held_by,json=heldBy,proto3,enum=sepp.v1.JobHold" json:"held_by,omitempty"`
+	// With JOB_HOLD_RATE: when its key's rate window has room again.
+	HeldUntil     *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=held_until,json=heldUntil,proto3" json:"held_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -253,6 +322,41 @@ func (x *Job) GetLastError() string {
 	return ""
 }
 
+func (x *Job) GetFollowsJobId() string {
+	if x != nil {
+		return x.FollowsJobId
+	}
+	return ""
+}
+
+func (x *Job) GetConcurrencyKey() string {
+	if x != nil {
+		return x.ConcurrencyKey
+	}
+	return ""
+}
+
+func (x *Job) GetRateKey() string {
+	if x != nil {
+		return x.RateKey
+	}
+	return ""
+}
+
+func (x *Job) GetHeldBy() JobHold {
+	if x != nil {
+		return x.HeldBy
+	}
+	return JobHold_JOB_HOLD_UNSPECIFIED
+}
+
+func (x *Job) GetHeldUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeldUntil
+	}
+	return nil
+}
+
 type EnqueueRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Queue   string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -378,8 +482,16 @@ type EnqueueResponse struct {
 	// one the server derived from the payload on a queue with key_fields.
 	// Empty for an enqueue without a key.
 	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// On a queue with when_running = "run_again", a hit whose original was
+	// running created this follow-up (job_id, deduplicated = false), which
+	// runs once the job named here has ended.
+	FollowsJobId string `protobuf:"bytes,8,opt,name=follows_job_id,json=followsJobId,proto3" json:"follows_job_id,omitempty"`
+	// A [[queues.rules]] rule with action = "delay" found its window full:
+	// the job was accepted and runs at this time, the first moment the
+	// window has room.
+	DelayedUntil  *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=delayed_until,json=delayedUntil,proto3" json:"delayed_until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EnqueueResponse) Reset() {
@@ -459,6 +571,20 @@ func (x *EnqueueResponse) GetIdempotencyKey() string {
 		return x.IdempotencyKey
 	}
 	return ""
+}
+
+func (x *EnqueueResponse) GetFollowsJobId() string {
+	if x != nil {
+		return x.FollowsJobId
+	}
+	return ""
+}
+
+func (x *EnqueueResponse) GetDelayedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DelayedUntil
+	}
+	return nil
 }
 
 type EnqueueBatchRequest struct {
@@ -1200,7 +1326,7 @@ var File_sepp_v1_job_proto protoreflect.FileDescriptor
 
 const file_sepp_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x11sepp/v1/job.proto\x12\asepp.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x82\x05\n" +
+	"\x11sepp/v1/job.proto\x12\asepp.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x06\n" +
 	"\x03Job\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x19\n" +
@@ -1219,7 +1345,13 @@ const file_sepp_v1_job_proto_rawDesc = "" +
 	"\ffinalized_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vfinalizedAt\x12\x16\n" +
 	"\x06result\x18\x0e \x01(\fR\x06result\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x0f \x01(\tR\tlastError\x1a:\n" +
+	"last_error\x18\x0f \x01(\tR\tlastError\x12$\n" +
+	"\x0efollows_job_id\x18\x10 \x01(\tR\ffollowsJobId\x12'\n" +
+	"\x0fconcurrency_key\x18\x11 \x01(\tR\x0econcurrencyKey\x12\x19\n" +
+	"\brate_key\x18\x12 \x01(\tR\arateKey\x12)\n" +
+	"\aheld_by\x18\x13 \x01(\x0e2\x10.sepp.v1.JobHoldR\x06heldBy\x129\n" +
+	"\n" +
+	"held_until\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\theldUntil\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
@@ -1236,7 +1368,7 @@ const file_sepp_v1_job_proto_rawDesc = "" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x12\n" +
-	"\x10_idempotency_key\"\xd0\x02\n" +
+	"\x10_idempotency_key\"\xb7\x03\n" +
 	"\x0fEnqueueResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\"\n" +
 	"\fdeduplicated\x18\x02 \x01(\bR\fdeduplicated\x12)\n" +
@@ -1244,7 +1376,9 @@ const file_sepp_v1_job_proto_rawDesc = "" +
 	"\x14original_enqueued_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x12originalEnqueuedAt\x12D\n" +
 	"\x10dedup_expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0ededupExpiresAt\x12\x1a\n" +
 	"\breplaced\x18\x06 \x01(\bR\breplaced\x12'\n" +
-	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\"Z\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x12$\n" +
+	"\x0efollows_job_id\x18\b \x01(\tR\ffollowsJobId\x12?\n" +
+	"\rdelayed_until\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\"Z\n" +
 	"\x13EnqueueBatchRequest\x12+\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x17.sepp.v1.EnqueueRequestR\x04jobs\x12\x16\n" +
 	"\x06atomic\x18\x02 \x01(\bR\x06atomic\"M\n" +
@@ -1301,7 +1435,12 @@ const file_sepp_v1_job_proto_rawDesc = "" +
 	"\x13JOB_STATE_COMPLETED\x10\x04\x12\x12\n" +
 	"\x0eJOB_STATE_DEAD\x10\x05\x12\x17\n" +
 	"\x13JOB_STATE_CANCELLED\x10\x06\x12\x15\n" +
-	"\x11JOB_STATE_DELETED\x10\a2\xef\x03\n" +
+	"\x11JOB_STATE_DELETED\x10\a*h\n" +
+	"\aJobHold\x12\x18\n" +
+	"\x14JOB_HOLD_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12JOB_HOLD_FOLLOW_UP\x10\x01\x12\x18\n" +
+	"\x14JOB_HOLD_CONCURRENCY\x10\x02\x12\x11\n" +
+	"\rJOB_HOLD_RATE\x10\x032\xef\x03\n" +
 	"\n" +
 	"JobService\x12>\n" +
 	"\aEnqueue\x12\x17.sepp.v1.EnqueueRequest\x1a\x18.sepp.v1.EnqueueResponse\"\x00\x12M\n" +
@@ -1323,67 +1462,71 @@ func file_sepp_v1_job_proto_rawDescGZIP() []byte {
 	return file_sepp_v1_job_proto_rawDescData
 }
 
-var file_sepp_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sepp_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_sepp_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_sepp_v1_job_proto_goTypes = []any{
 	(JobState)(0),                         // 0: sepp.v1.JobState
-	(*Job)(nil),                           // 1: sepp.v1.Job
-	(*EnqueueRequest)(nil),                // 2: sepp.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),               // 3: sepp.v1.EnqueueResponse
-	(*EnqueueBatchRequest)(nil),           // 4: sepp.v1.EnqueueBatchRequest
-	(*EnqueueBatchResponse)(nil),          // 5: sepp.v1.EnqueueBatchResponse
-	(*EnqueueBatchResult)(nil),            // 6: sepp.v1.EnqueueBatchResult
-	(*BatchItemError)(nil),                // 7: sepp.v1.BatchItemError
-	(*GetJobRequest)(nil),                 // 8: sepp.v1.GetJobRequest
-	(*GetJobResponse)(nil),                // 9: sepp.v1.GetJobResponse
-	(*CancelJobRequest)(nil),              // 10: sepp.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),             // 11: sepp.v1.CancelJobResponse
-	(*LookupIdempotencyKeyRequest)(nil),   // 12: sepp.v1.LookupIdempotencyKeyRequest
-	(*LookupIdempotencyKeyResponse)(nil),  // 13: sepp.v1.LookupIdempotencyKeyResponse
-	(*ReleaseIdempotencyKeyRequest)(nil),  // 14: sepp.v1.ReleaseIdempotencyKeyRequest
-	(*ReleaseIdempotencyKeyResponse)(nil), // 15: sepp.v1.ReleaseIdempotencyKeyResponse
-	nil,                                   // 16: sepp.v1.Job.HeadersEntry
-	nil,                                   // 17: sepp.v1.EnqueueRequest.HeadersEntry
-	nil,                                   // 18: sepp.v1.BatchItemError.MetadataEntry
-	(*timestamppb.Timestamp)(nil),         // 19: google.protobuf.Timestamp
+	(JobHold)(0),                          // 1: sepp.v1.JobHold
+	(*Job)(nil),                           // 2: sepp.v1.Job
+	(*EnqueueRequest)(nil),                // 3: sepp.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),               // 4: sepp.v1.EnqueueResponse
+	(*EnqueueBatchRequest)(nil),           // 5: sepp.v1.EnqueueBatchRequest
+	(*EnqueueBatchResponse)(nil),          // 6: sepp.v1.EnqueueBatchResponse
+	(*EnqueueBatchResult)(nil),            // 7: sepp.v1.EnqueueBatchResult
+	(*BatchItemError)(nil),                // 8: sepp.v1.BatchItemError
+	(*GetJobRequest)(nil),                 // 9: sepp.v1.GetJobRequest
+	(*GetJobResponse)(nil),                // 10: sepp.v1.GetJobResponse
+	(*CancelJobRequest)(nil),              // 11: sepp.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),             // 12: sepp.v1.CancelJobResponse
+	(*LookupIdempotencyKeyRequest)(nil),   // 13: sepp.v1.LookupIdempotencyKeyRequest
+	(*LookupIdempotencyKeyResponse)(nil),  // 14: sepp.v1.LookupIdempotencyKeyResponse
+	(*ReleaseIdempotencyKeyRequest)(nil),  // 15: sepp.v1.ReleaseIdempotencyKeyRequest
+	(*ReleaseIdempotencyKeyResponse)(nil), // 16: sepp.v1.ReleaseIdempotencyKeyResponse
+	nil,                                   // 17: sepp.v1.Job.HeadersEntry
+	nil,                                   // 18: sepp.v1.EnqueueRequest.HeadersEntry
+	nil,                                   // 19: sepp.v1.BatchItemError.MetadataEntry
+	(*timestamppb.Timestamp)(nil),         // 20: google.protobuf.Timestamp
 }
 var file_sepp_v1_job_proto_depIdxs = []int32{
-	19, // 0: sepp.v1.Job.run_at:type_name -> google.protobuf.Timestamp
-	16, // 1: sepp.v1.Job.headers:type_name -> sepp.v1.Job.HeadersEntry
+	20, // 0: sepp.v1.Job.run_at:type_name -> google.protobuf.Timestamp
+	17, // 1: sepp.v1.Job.headers:type_name -> sepp.v1.Job.HeadersEntry
 	0,  // 2: sepp.v1.Job.state:type_name -> sepp.v1.JobState
-	19, // 3: sepp.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	19, // 4: sepp.v1.Job.finalized_at:type_name -> google.protobuf.Timestamp
-	19, // 5: sepp.v1.EnqueueRequest.run_at:type_name -> google.protobuf.Timestamp
-	17, // 6: sepp.v1.EnqueueRequest.headers:type_name -> sepp.v1.EnqueueRequest.HeadersEntry
-	19, // 7: sepp.v1.EnqueueResponse.original_enqueued_at:type_name -> google.protobuf.Timestamp
-	19, // 8: sepp.v1.EnqueueResponse.dedup_expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 9: sepp.v1.EnqueueBatchRequest.jobs:type_name -> sepp.v1.EnqueueRequest
-	6,  // 10: sepp.v1.EnqueueBatchResponse.results:type_name -> sepp.v1.EnqueueBatchResult
-	3,  // 11: sepp.v1.EnqueueBatchResult.ack:type_name -> sepp.v1.EnqueueResponse
-	7,  // 12: sepp.v1.EnqueueBatchResult.error:type_name -> sepp.v1.BatchItemError
-	18, // 13: sepp.v1.BatchItemError.metadata:type_name -> sepp.v1.BatchItemError.MetadataEntry
-	1,  // 14: sepp.v1.GetJobResponse.job:type_name -> sepp.v1.Job
-	1,  // 15: sepp.v1.CancelJobResponse.job:type_name -> sepp.v1.Job
-	19, // 16: sepp.v1.LookupIdempotencyKeyResponse.first_enqueued_at:type_name -> google.protobuf.Timestamp
-	19, // 17: sepp.v1.LookupIdempotencyKeyResponse.expires_at:type_name -> google.protobuf.Timestamp
-	0,  // 18: sepp.v1.LookupIdempotencyKeyResponse.state:type_name -> sepp.v1.JobState
-	2,  // 19: sepp.v1.JobService.Enqueue:input_type -> sepp.v1.EnqueueRequest
-	4,  // 20: sepp.v1.JobService.EnqueueBatch:input_type -> sepp.v1.EnqueueBatchRequest
-	8,  // 21: sepp.v1.JobService.GetJob:input_type -> sepp.v1.GetJobRequest
-	10, // 22: sepp.v1.JobService.CancelJob:input_type -> sepp.v1.CancelJobRequest
-	12, // 23: sepp.v1.JobService.LookupIdempotencyKey:input_type -> sepp.v1.LookupIdempotencyKeyRequest
-	14, // 24: sepp.v1.JobService.ReleaseIdempotencyKey:input_type -> sepp.v1.ReleaseIdempotencyKeyRequest
-	3,  // 25: sepp.v1.JobService.Enqueue:output_type -> sepp.v1.EnqueueResponse
-	5,  // 26: sepp.v1.JobService.EnqueueBatch:output_type -> sepp.v1.EnqueueBatchResponse
-	9,  // 27: sepp.v1.JobService.GetJob:output_type -> sepp.v1.GetJobResponse
-	11, // 28: sepp.v1.JobService.CancelJob:output_type -> sepp.v1.CancelJobResponse
-	13, // 29: sepp.v1.JobService.LookupIdempotencyKey:output_type -> sepp.v1.LookupIdempotencyKeyResponse
-	15, // 30: sepp.v1.JobService.ReleaseIdempotencyKey:output_type -> sepp.v1.ReleaseIdempotencyKeyResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	20, // 3: sepp.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	20, // 4: sepp.v1.Job.finalized_at:type_name -> google.protobuf.Timestamp
+	1,  // 5: sepp.v1.Job.held_by:type_name -> sepp.v1.JobHold
+	20, // 6: sepp.v1.Job.held_until:type_name -> google.protobuf.Timestamp
+	20, // 7: sepp.v1.EnqueueRequest.run_at:type_name -> google.protobuf.Timestamp
+	18, // 8: sepp.v1.EnqueueRequest.headers:type_name -> sepp.v1.EnqueueRequest.HeadersEntry
+	20, // 9: sepp.v1.EnqueueResponse.original_enqueued_at:type_name -> google.protobuf.Timestamp
+	20, // 10: sepp.v1.EnqueueResponse.dedup_expires_at:type_name -> google.protobuf.Timestamp
+	20, // 11: sepp.v1.EnqueueResponse.delayed_until:type_name -> google.protobuf.Timestamp
+	3,  // 12: sepp.v1.EnqueueBatchRequest.jobs:type_name -> sepp.v1.EnqueueRequest
+	7,  // 13: sepp.v1.EnqueueBatchResponse.results:type_name -> sepp.v1.EnqueueBatchResult
+	4,  // 14: sepp.v1.EnqueueBatchResult.ack:type_name -> sepp.v1.EnqueueResponse
+	8,  // 15: sepp.v1.EnqueueBatchResult.error:type_name -> sepp.v1.BatchItemError
+	19, // 16: sepp.v1.BatchItemError.metadata:type_name -> sepp.v1.BatchItemError.MetadataEntry
+	2,  // 17: sepp.v1.GetJobResponse.job:type_name -> sepp.v1.Job
+	2,  // 18: sepp.v1.CancelJobResponse.job:type_name -> sepp.v1.Job
+	20, // 19: sepp.v1.LookupIdempotencyKeyResponse.first_enqueued_at:type_name -> google.protobuf.Timestamp
+	20, // 20: sepp.v1.LookupIdempotencyKeyResponse.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 21: sepp.v1.LookupIdempotencyKeyResponse.state:type_name -> sepp.v1.JobState
+	3,  // 22: sepp.v1.JobService.Enqueue:input_type -> sepp.v1.EnqueueRequest
+	5,  // 23: sepp.v1.JobService.EnqueueBatch:input_type -> sepp.v1.EnqueueBatchRequest
+	9,  // 24: sepp.v1.JobService.GetJob:input_type -> sepp.v1.GetJobRequest
+	11, // 25: sepp.v1.JobService.CancelJob:input_type -> sepp.v1.CancelJobRequest
+	13, // 26: sepp.v1.JobService.LookupIdempotencyKey:input_type -> sepp.v1.LookupIdempotencyKeyRequest
+	15, // 27: sepp.v1.JobService.ReleaseIdempotencyKey:input_type -> sepp.v1.ReleaseIdempotencyKeyRequest
+	4,  // 28: sepp.v1.JobService.Enqueue:output_type -> sepp.v1.EnqueueResponse
+	6,  // 29: sepp.v1.JobService.EnqueueBatch:output_type -> sepp.v1.EnqueueBatchResponse
+	10, // 30: sepp.v1.JobService.GetJob:output_type -> sepp.v1.GetJobResponse
+	12, // 31: sepp.v1.JobService.CancelJob:output_type -> sepp.v1.CancelJobResponse
+	14, // 32: sepp.v1.JobService.LookupIdempotencyKey:output_type -> sepp.v1.LookupIdempotencyKeyResponse
+	16, // 33: sepp.v1.JobService.ReleaseIdempotencyKey:output_type -> sepp.v1.ReleaseIdempotencyKeyResponse
+	28, // [28:34] is the sub-list for method output_type
+	22, // [22:28] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_sepp_v1_job_proto_init() }
@@ -1402,7 +1545,7 @@ func file_sepp_v1_job_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sepp_v1_job_proto_rawDesc), len(file_sepp_v1_job_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -17,7 +17,7 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 	stats := func(name string) *store.QueueStats {
 		q := byName[name]
 		if q == nil {
-			q = &store.QueueStats{Name: name, Counts: map[store.JobState]int64{}}
+			q = &store.QueueStats{Name: name, Counts: map[store.JobState]int64{}, Held: map[store.Hold]int64{}}
 			byName[name] = q
 		}
 		return q
@@ -30,7 +30,11 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 			if err != nil {
 				return err
 			}
-			stats(r.Queue).Counts[storerule.VisibleState(r.State, r.RunAt, now, r.waits())]++
+			q := stats(r.Queue)
+			q.Counts[storerule.VisibleState(r.State, r.RunAt, now, r.waits())]++
+			if h := r.hold(); h != store.HoldNone {
+				q.Held[h]++
+			}
 			return nil
 		}); err != nil {
 			return err

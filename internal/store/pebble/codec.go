@@ -34,7 +34,18 @@ type record struct {
 
 // waits reports whether the job waits off the indexes: a follow-up whose
 // original has not ended.
-func (r *record) waits() bool { return r.FollowsJobID != (store.JobID{}) }
+func (r *record) waits() bool { return r.hold() != store.HoldNone }
+
+// hold says what holds the job back off the indexes, if anything.
+func (r *record) hold() store.Hold {
+	if r.State.Finalized() {
+		return store.HoldNone
+	}
+	if r.FollowsJobID != (store.JobID{}) {
+		return store.HoldFollowUp
+	}
+	return store.HoldNone
+}
 
 // The flow fields' flags.
 const (

@@ -63,10 +63,6 @@ type Options struct {
 	// jobs reached a final state their release_key_on names has synced; never
 	// for a group that failed.
 	OnKeyReleased func(queue string, n int)
-	// OnJobsReady, if set, is called once per queue after a group commit
-	// that made waiting jobs of queue deliverable (a follow-up whose
-	// original ended) has synced, so that waiting Reserve calls look again.
-	OnJobsReady func(queue string)
 	// OnFailed, if set, is called once, from the syncer, when a commit
 	// could not be made durable (a write-ahead log write or sync failed: a
 	// full or failing disk). The store has then stopped: every later call
@@ -95,6 +91,9 @@ type Store struct {
 	// fsCloser stops the disk-health check of the file system Open made,
 	// after the database closes.
 	fsCloser io.Closer
+	// onJobs is the callback of Listen while it runs: told, after a commit
+	// that made waiting jobs deliverable has synced, their queue.
+	onJobs atomic.Pointer[func(queue string)]
 
 	// mu guards closed and db against Close: readers hold it shared while
 	// they read; Close takes it exclusively after the writer has stopped.
@@ -513,4 +512,17 @@ func (s *Store) Ping(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+var _ store.Notifier = (*Store)(nil)
+
+// Listen implements store.Notifier for the jobs a write makes deliverable
+// without enqueueing them (a follow-up whose original ended), which the
+// server cannot tell from the call that wrote them: onJobs hears their
+// queue once the commit has synced, until ctx ends. Effects are announced
+// by the server itself.
+func (s *Store) Listen(ctx context.Context, onJobs func(queue string), _ func()) {
+	s.onJobs.Store(&onJobs)
+	<-ctx.Done()
+	s.onJobs.CompareAndSwap(&onJobs, nil)
 }

@@ -295,9 +295,11 @@ func (s *Store) answer(f inflight) {
 			s.opts.OnKeyReleased(queue, n)
 		}
 	}
-	if err == nil && f.b != nil && s.opts.OnJobsReady != nil {
-		for queue := range f.ready {
-			s.opts.OnJobsReady(queue)
+	if err == nil && f.b != nil && len(f.ready) > 0 {
+		if onJobs := s.onJobs.Load(); onJobs != nil {
+			for queue := range f.ready {
+				(*onJobs)(queue)
+			}
 		}
 	}
 	for _, op := range f.group {

@@ -19,7 +19,7 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 	get := func(name string) *store.QueueStats {
 		q := byName[name]
 		if q == nil {
-			q = &store.QueueStats{Name: name, Counts: map[store.JobState]int64{}}
+			q = &store.QueueStats{Name: name, Counts: map[store.JobState]int64{}, Held: map[store.Hold]int64{}}
 			byName[name] = q
 		}
 		return q
@@ -37,15 +37,20 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 		}
 		return rows.Err()
 	}
-	if err := each(`SELECT queue, CASE WHEN state = 1 AND run_at <= $1 AND follows IS NULL THEN 2 ELSE state END, count(*)
- FROM sepp_jobs GROUP BY 1, 2`, []any{now}, func(r pgx.Rows) error {
+	if err := each(`SELECT queue, CASE WHEN state = 1 AND run_at <= $1 AND follows IS NULL THEN 2 ELSE state END,
+ CASE WHEN follows IS NOT NULL AND state IN (1, 2) THEN `+fmt.Sprint(int(store.HoldFollowUp))+` ELSE 0 END, count(*)
+ FROM sepp_jobs GROUP BY 1, 2, 3`, []any{now}, func(r pgx.Rows) error {
 		var name string
-		var state int16
+		var state, hold int16
 		var n int64
-		if err := r.Scan(&name, &state, &n); err != nil {
+		if err := r.Scan(&name, &state, &hold, &n); err != nil {
 			return err
 		}
-		get(name).Counts[store.JobState(state)] += n
+		q := get(name)
+		q.Counts[store.JobState(state)] += n
+		if hold != 0 {
+			q.Held[store.Hold(hold)] += n
+		}
 		return nil
 	}); err != nil {
 		return nil, translate(ctx, err)
