@@ -723,6 +723,9 @@ export class SeppClient {
       cancelled: q.cancelled,
       dedupRecords: q.dedupRecords,
       paused: q.paused,
+      heldFollowUp: q.heldFollowUp,
+      heldConcurrency: q.heldConcurrency,
+      heldRate: q.heldRate,
     }));
   }
 

@@ -35,6 +35,7 @@ export {
   type FailOptions,
   type FailResult,
   type Job,
+  type JobHold,
   type JobState,
   type KeyLookup,
   type KeyRelease,

@@ -215,7 +215,12 @@ export class LeaseLostError extends SeppError {}
 export class EffectInProgressError extends SeppError {}
 /** A hit on a queue with `on_duplicate = "reject"`; `errorMetadata.job_id` names the original. */
 export class DuplicateJobError extends SeppError {}
-/** A `[[queues.rules]]` rule matched a job within its window; metadata `rule`, `job_id`, `frees_at`. */
+/**
+ * A `[[queues.rules]]` rule with `action = "reject"` found its limit of jobs
+ * enqueued on the queue within its window; `errorMetadata` has `rule`,
+ * `limit`, `frees_at` (when the window has room), and, when the limit is 1,
+ * `job_id` (the job that holds it).
+ */
 export class DedupRuleViolatedError extends SeppError {}
 /** No token, or a token that matches none, while the server's `[auth]` is on. */
 export class UnauthenticatedError extends SeppError {}

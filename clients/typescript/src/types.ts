@@ -5,7 +5,13 @@
  * @module
  */
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { JobState as PbJobState, type EnqueueRequestSchema, type EnqueueResponse, type Job as PbJob } from "./gen/sepp/v1/job_pb.js";
+import {
+  JobHold as PbJobHold,
+  JobState as PbJobState,
+  type EnqueueRequestSchema,
+  type EnqueueResponse,
+  type Job as PbJob,
+} from "./gen/sepp/v1/job_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ClaimOutcome } from "./gen/sepp/v1/effect_pb.js";
 import type { SeppError } from "./errors.js";
@@ -59,10 +65,31 @@ export interface Ack {
    * release it with this). Absent for an enqueue without a key.
    */
   idempotencyKey?: string;
+  /**
+   * On a queue with `when_running = "run_again"`: the key's job was running,
+   * so this enqueue created a follow-up (`jobId`, `deduplicated` false) that
+   * runs once the job named here has ended. Absent otherwise.
+   */
+  followsJobId?: string;
+  /**
+   * A `[[queues.rules]]` rule with `action = "delay"` found its window full:
+   * the job was accepted for this time, the first moment the window has
+   * room. Absent otherwise.
+   */
+  delayedUntil?: Date;
 }
 
 /** The outcome of one job of a batch: an ack, or the error that job got. */
 export type BatchResult = { ok: true; ack: Ack; error?: undefined } | { ok: false; error: SeppError; ack?: undefined };
+
+/**
+ * What holds back a job whose run-at has come: `"follow_up"`, a follow-up
+ * (`when_running = "run_again"`) waiting for the job it follows to end;
+ * `"concurrency"`, its concurrency key is at its limit (or, on an ordered
+ * queue, an earlier job of its key has not finished); `"rate"`, its rate key
+ * had its limit of jobs reserved within the period.
+ */
+export type JobHold = "follow_up" | "concurrency" | "rate";
 
 /** Where a job is in its lifecycle. `"deleted"`: the job is gone but its dedup record lives. */
 export type JobState = "scheduled" | "available" | "reserved" | "completed" | "dead" | "cancelled" | "deleted" | "unknown";
@@ -99,6 +126,19 @@ export interface Job {
   result: Uint8Array;
   /** The error of the last failed attempt, or why the job is dead. */
   lastError: string;
+  /** A waiting follow-up (`when_running = "run_again"`): the job whose end it waits for. Absent otherwise. */
+  followsJobId?: string;
+  /**
+   * The job's key under its queue's `[queues.concurrency]`, on queues that
+   * have one (JSON of the key fields' values; `""` for a whole-queue limit).
+   */
+  concurrencyKey?: string;
+  /** The job's key under its queue's `[queues.rate]`, on queues that have one. */
+  rateKey?: string;
+  /** What holds back the job although its run-at has come; absent when nothing does. */
+  heldBy?: JobHold;
+  /** With `heldBy` `"rate"`: when its key's rate window has room again. */
+  heldUntil?: Date;
 }
 
 /** What the server knows of an idempotency key. */
@@ -206,11 +246,24 @@ export function ackFromProto(r: EnqueueResponse | undefined): Ack {
     dedupExpiresAt: dateOf(r?.dedupExpiresAt),
     ...(r?.replaced ? { replaced: true as const } : {}),
     ...(r?.idempotencyKey ? { idempotencyKey: r.idempotencyKey } : {}),
+    ...(r?.followsJobId ? { followsJobId: r.followsJobId } : {}),
+    ...(r?.delayedUntil ? { delayedUntil: timestampDate(r.delayedUntil) } : {}),
   };
+}
+
+const holds: Record<number, JobHold> = {
+  [PbJobHold.FOLLOW_UP]: "follow_up",
+  [PbJobHold.CONCURRENCY]: "concurrency",
+  [PbJobHold.RATE]: "rate",
+};
+
+function holdFromProto(h: PbJobHold | undefined): JobHold | undefined {
+  return h === undefined ? undefined : holds[h];
 }
 
 /** @internal */
 export function jobFromProto(p: PbJob | undefined): Job {
+  const heldBy = holdFromProto(p?.heldBy);
   return {
     jobId: p?.jobId ?? "",
     queue: p?.queue ?? "",
@@ -227,6 +280,11 @@ export function jobFromProto(p: PbJob | undefined): Job {
     finalizedAt: dateOf(p?.finalizedAt),
     result: p?.result ?? new Uint8Array(0),
     lastError: p?.lastError ?? "",
+    ...(p?.followsJobId ? { followsJobId: p.followsJobId } : {}),
+    ...(p?.concurrencyKey ? { concurrencyKey: p.concurrencyKey } : {}),
+    ...(p?.rateKey ? { rateKey: p.rateKey } : {}),
+    ...(heldBy ? { heldBy } : {}),
+    ...(p?.heldUntil ? { heldUntil: timestampDate(p.heldUntil) } : {}),
   };
 }
 
@@ -360,6 +418,15 @@ export interface QueueInfo {
   dedupRecords: bigint;
   /** Delivery is paused (enqueues still work). */
   paused: boolean;
+  /**
+   * Jobs whose run-at has come that are held back (counted in `scheduled`):
+   * follow-ups waiting for the job they follow (`when_running = "run_again"`).
+   */
+  heldFollowUp: bigint;
+  /** Jobs held back by their key's `[queues.concurrency]` limit (counted in `scheduled`). */
+  heldConcurrency: bigint;
+  /** Jobs held back by their key's `[queues.rate]` (counted in `scheduled`). */
+  heldRate: bigint;
 }
 
 /** Selects dead jobs by queue, by id, or all of them. */

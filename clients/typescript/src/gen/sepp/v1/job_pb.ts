@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sepp/v1/job.proto.
  */
 export const file_sepp_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("ChFzZXBwL3YxL2pvYi5wcm90bxIHc2VwcC52MSLjAwoDSm9iEg4KBmpvYl9pZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIQCghqb2JfdHlwZRgDIAEoCRIPCgdwYXlsb2FkGAQgASgMEhwKD2lkZW1wb3RlbmN5X2tleRgFIAEoCUgAiAEBEhAKCHByaW9yaXR5GAYgASgFEioKBnJ1bl9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF4X2F0dGVtcHRzGAggASgFEhAKCGF0dGVtcHRzGAkgASgFEioKB2hlYWRlcnMYCiADKAsyGS5zZXBwLnYxLkpvYi5IZWFkZXJzRW50cnkSIAoFc3RhdGUYCyABKA4yES5zZXBwLnYxLkpvYlN0YXRlEi4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGZpbmFsaXplZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVzdWx0GA4gASgMEhIKCmxhc3RfZXJyb3IYDyABKAkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEgoQX2lkZW1wb3RlbmN5X2tleSKvAgoORW5xdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSEAoIam9iX3R5cGUYAiABKAkSDwoHcGF5bG9hZBgDIAEoDBIcCg9pZGVtcG90ZW5jeV9rZXkYBCABKAlIAIgBARIQCghwcmlvcml0eRgFIAEoBRIqCgZydW5fYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDG1heF9hdHRlbXB0cxgHIAEoBRI1CgdoZWFkZXJzGAggAygLMiQuc2VwcC52MS5FbnF1ZXVlUmVxdWVzdC5IZWFkZXJzRW50cnkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEgoQX2lkZW1wb3RlbmN5X2tleSLsAQoPRW5xdWV1ZVJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIUCgxkZWR1cGxpY2F0ZWQYAiABKAgSGAoQcGF5bG9hZF9taXNtYXRjaBgDIAEoCBI4ChRvcmlnaW5hbF9lbnF1ZXVlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQZGVkdXBfZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmVwbGFjZWQYBiABKAgSFwoPaWRlbXBvdGVuY3lfa2V5GAcgASgJIkwKE0VucXVldWVCYXRjaFJlcXVlc3QSJQoEam9icxgBIAMoCzIXLnNlcHAudjEuRW5xdWV1ZVJlcXVlc3QSDgoGYXRvbWljGAIgASgIIkQKFEVucXVldWVCYXRjaFJlc3BvbnNlEiwKB3Jlc3VsdHMYASADKAsyGy5zZXBwLnYxLkVucXVldWVCYXRjaFJlc3VsdCJyChJFbnF1ZXVlQmF0Y2hSZXN1bHQSJwoDYWNrGAEgASgLMhguc2VwcC52MS5FbnF1ZXVlUmVzcG9uc2VIABIoCgVlcnJvchgCIAEoCzIXLnNlcHAudjEuQmF0Y2hJdGVtRXJyb3JIAEIJCgdvdXRjb21lIqkBCg5CYXRjaEl0ZW1FcnJvchIMCgRjb2RlGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEjcKCG1ldGFkYXRhGAQgAygLMiUuc2VwcC52MS5CYXRjaEl0ZW1FcnJvci5NZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIfCg1HZXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIrCg5HZXRKb2JSZXNwb25zZRIZCgNqb2IYASABKAsyDC5zZXBwLnYxLkpvYiIiChBDYW5jZWxKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIuChFDYW5jZWxKb2JSZXNwb25zZRIZCgNqb2IYASABKAsyDC5zZXBwLnYxLkpvYiJWChtMb29rdXBJZGVtcG90ZW5jeUtleVJlcXVlc3QSDQoFcXVldWUYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJEg8KB3BheWxvYWQYAyABKAwijQIKHExvb2t1cElkZW1wb3RlbmN5S2V5UmVzcG9uc2USDQoFZm91bmQYASABKAgSDgoGam9iX2lkGAIgASgJEjUKEWZpcnN0X2VucXVldWVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRoaXRzGAUgASgDEiAKBXN0YXRlGAYgASgOMhEuc2VwcC52MS5Kb2JTdGF0ZRIOCgZyZXN1bHQYByABKAwSDgoGcG9saWN5GAggASgJEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCSJXChxSZWxlYXNlSWRlbXBvdGVuY3lLZXlSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgCIAEoCRIPCgdwYXlsb2FkGAMgASgMIloKHVJlbGVhc2VJZGVtcG90ZW5jeUtleVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIEg4KBmpvYl9pZBgCIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkqzAEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhcKE0pPQl9TVEFURV9TQ0hFRFVMRUQQARIXChNKT0JfU1RBVEVfQVZBSUxBQkxFEAISFgoSSk9CX1NUQVRFX1JFU0VSVkVEEAMSFwoTSk9CX1NUQVRFX0NPTVBMRVRFRBAEEhIKDkpPQl9TVEFURV9ERUFEEAUSFwoTSk9CX1NUQVRFX0NBTkNFTExFRBAGEhUKEUpPQl9TVEFURV9ERUxFVEVEEAcy7wMKCkpvYlNlcnZpY2USPgoHRW5xdWV1ZRIXLnNlcHAudjEuRW5xdWV1ZVJlcXVlc3QaGC5zZXBwLnYxLkVucXVldWVSZXNwb25zZSIAEk0KDEVucXVldWVCYXRjaBIcLnNlcHAudjEuRW5xdWV1ZUJhdGNoUmVxdWVzdBodLnNlcHAudjEuRW5xdWV1ZUJhdGNoUmVzcG9uc2UiABI7CgZHZXRKb2ISFi5zZXBwLnYxLkdldEpvYlJlcXVlc3QaFy5zZXBwLnYxLkdldEpvYlJlc3BvbnNlIgASRAoJQ2FuY2VsSm9iEhkuc2VwcC52MS5DYW5jZWxKb2JSZXF1ZXN0Ghouc2VwcC52MS5DYW5jZWxKb2JSZXNwb25zZSIAEmUKFExvb2t1cElkZW1wb3RlbmN5S2V5EiQuc2VwcC52MS5Mb29rdXBJZGVtcG90ZW5jeUtleVJlcXVlc3QaJS5zZXBwLnYxLkxvb2t1cElkZW1wb3RlbmN5S2V5UmVzcG9uc2UiABJoChVSZWxlYXNlSWRlbXBvdGVuY3lLZXkSJS5zZXBwLnYxLlJlbGVhc2VJZGVtcG90ZW5jeUtleVJlcXVlc3QaJi5zZXBwLnYxLlJlbGVhc2VJZGVtcG90ZW5jeUtleVJlc3BvbnNlIgBCLVorZ2l0aHViLmNvbS9zZXBwLWRldi9zZXBwL2dlbi9zZXBwL3YxO3NlcHB2MWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChFzZXBwL3YxL2pvYi5wcm90bxIHc2VwcC52MSL5BAoDSm9iEg4KBmpvYl9pZBgBIAEoCRINCgVxdWV1ZRgCIAEoCRIQCghqb2JfdHlwZRgDIAEoCRIPCgdwYXlsb2FkGAQgASgMEhwKD2lkZW1wb3RlbmN5X2tleRgFIAEoCUgAiAEBEhAKCHByaW9yaXR5GAYgASgFEioKBnJ1bl9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMbWF4X2F0dGVtcHRzGAggASgFEhAKCGF0dGVtcHRzGAkgASgFEioKB2hlYWRlcnMYCiADKAsyGS5zZXBwLnYxLkpvYi5IZWFkZXJzRW50cnkSIAoFc3RhdGUYCyABKA4yES5zZXBwLnYxLkpvYlN0YXRlEi4KCmNyZWF0ZWRfYXQYDCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGZpbmFsaXplZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVzdWx0GA4gASgMEhIKCmxhc3RfZXJyb3IYDyABKAkSFgoOZm9sbG93c19qb2JfaWQYECABKAkSFwoPY29uY3VycmVuY3lfa2V5GBEgASgJEhAKCHJhdGVfa2V5GBIgASgJEiEKB2hlbGRfYnkYEyABKA4yEC5zZXBwLnYxLkpvYkhvbGQSLgoKaGVsZF91bnRpbBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEgoQX2lkZW1wb3RlbmN5X2tleSKvAgoORW5xdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSEAoIam9iX3R5cGUYAiABKAkSDwoHcGF5bG9hZBgDIAEoDBIcCg9pZGVtcG90ZW5jeV9rZXkYBCABKAlIAIgBARIQCghwcmlvcml0eRgFIAEoBRIqCgZydW5fYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDG1heF9hdHRlbXB0cxgHIAEoBRI1CgdoZWFkZXJzGAggAygLMiQuc2VwcC52MS5FbnF1ZXVlUmVxdWVzdC5IZWFkZXJzRW50cnkaLgoMSGVhZGVyc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCEgoQX2lkZW1wb3RlbmN5X2tleSK3AgoPRW5xdWV1ZVJlc3BvbnNlEg4KBmpvYl9pZBgBIAEoCRIUCgxkZWR1cGxpY2F0ZWQYAiABKAgSGAoQcGF5bG9hZF9taXNtYXRjaBgDIAEoCBI4ChRvcmlnaW5hbF9lbnF1ZXVlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNAoQZGVkdXBfZXhwaXJlc19hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIcmVwbGFjZWQYBiABKAgSFwoPaWRlbXBvdGVuY3lfa2V5GAcgASgJEhYKDmZvbGxvd3Nfam9iX2lkGAggASgJEjEKDWRlbGF5ZWRfdW50aWwYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkwKE0VucXVldWVCYXRjaFJlcXVlc3QSJQoEam9icxgBIAMoCzIXLnNlcHAudjEuRW5xdWV1ZVJlcXVlc3QSDgoGYXRvbWljGAIgASgIIkQKFEVucXVldWVCYXRjaFJlc3BvbnNlEiwKB3Jlc3VsdHMYASADKAsyGy5zZXBwLnYxLkVucXVldWVCYXRjaFJlc3VsdCJyChJFbnF1ZXVlQmF0Y2hSZXN1bHQSJwoDYWNrGAEgASgLMhguc2VwcC52MS5FbnF1ZXVlUmVzcG9uc2VIABIoCgVlcnJvchgCIAEoCzIXLnNlcHAudjEuQmF0Y2hJdGVtRXJyb3JIAEIJCgdvdXRjb21lIqkBCg5CYXRjaEl0ZW1FcnJvchIMCgRjb2RlGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEjcKCG1ldGFkYXRhGAQgAygLMiUuc2VwcC52MS5CYXRjaEl0ZW1FcnJvci5NZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIfCg1HZXRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIrCg5HZXRKb2JSZXNwb25zZRIZCgNqb2IYASABKAsyDC5zZXBwLnYxLkpvYiIiChBDYW5jZWxKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSIuChFDYW5jZWxKb2JSZXNwb25zZRIZCgNqb2IYASABKAsyDC5zZXBwLnYxLkpvYiJWChtMb29rdXBJZGVtcG90ZW5jeUtleVJlcXVlc3QSDQoFcXVldWUYASABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAIgASgJEg8KB3BheWxvYWQYAyABKAwijQIKHExvb2t1cElkZW1wb3RlbmN5S2V5UmVzcG9uc2USDQoFZm91bmQYASABKAgSDgoGam9iX2lkGAIgASgJEjUKEWZpcnN0X2VucXVldWVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRoaXRzGAUgASgDEiAKBXN0YXRlGAYgASgOMhEuc2VwcC52MS5Kb2JTdGF0ZRIOCgZyZXN1bHQYByABKAwSDgoGcG9saWN5GAggASgJEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCSJXChxSZWxlYXNlSWRlbXBvdGVuY3lLZXlSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEhcKD2lkZW1wb3RlbmN5X2tleRgCIAEoCRIPCgdwYXlsb2FkGAMgASgMIloKHVJlbGVhc2VJZGVtcG90ZW5jeUtleVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIEg4KBmpvYl9pZBgCIAEoCRIXCg9pZGVtcG90ZW5jeV9rZXkYAyABKAkqzAEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhcKE0pPQl9TVEFURV9TQ0hFRFVMRUQQARIXChNKT0JfU1RBVEVfQVZBSUxBQkxFEAISFgoSSk9CX1NUQVRFX1JFU0VSVkVEEAMSFwoTSk9CX1NUQVRFX0NPTVBMRVRFRBAEEhIKDkpPQl9TVEFURV9ERUFEEAUSFwoTSk9CX1NUQVRFX0NBTkNFTExFRBAGEhUKEUpPQl9TVEFURV9ERUxFVEVEEAcqaAoHSm9iSG9sZBIYChRKT0JfSE9MRF9VTlNQRUNJRklFRBAAEhYKEkpPQl9IT0xEX0ZPTExPV19VUBABEhgKFEpPQl9IT0xEX0NPTkNVUlJFTkNZEAISEQoNSk9CX0hPTERfUkFURRADMu8DCgpKb2JTZXJ2aWNlEj4KB0VucXVldWUSFy5zZXBwLnYxLkVucXVldWVSZXF1ZXN0Ghguc2VwcC52MS5FbnF1ZXVlUmVzcG9uc2UiABJNCgxFbnF1ZXVlQmF0Y2gSHC5zZXBwLnYxLkVucXVldWVCYXRjaFJlcXVlc3QaHS5zZXBwLnYxLkVucXVldWVCYXRjaFJlc3BvbnNlIgASOwoGR2V0Sm9iEhYuc2VwcC52MS5HZXRKb2JSZXF1ZXN0Ghcuc2VwcC52MS5HZXRKb2JSZXNwb25zZSIAEkQKCUNhbmNlbEpvYhIZLnNlcHAudjEuQ2FuY2VsSm9iUmVxdWVzdBoaLnNlcHAudjEuQ2FuY2VsSm9iUmVzcG9uc2UiABJlChRMb29rdXBJZGVtcG90ZW5jeUtleRIkLnNlcHAudjEuTG9va3VwSWRlbXBvdGVuY3lLZXlSZXF1ZXN0GiUuc2VwcC52MS5Mb29rdXBJZGVtcG90ZW5jeUtleVJlc3BvbnNlIgASaAoVUmVsZWFzZUlkZW1wb3RlbmN5S2V5EiUuc2VwcC52MS5SZWxlYXNlSWRlbXBvdGVuY3lLZXlSZXF1ZXN0GiYuc2VwcC52MS5SZWxlYXNlSWRlbXBvdGVuY3lLZXlSZXNwb25zZSIAQi1aK2dpdGh1Yi5jb20vc2VwcC1kZXYvc2VwcC9nZW4vc2VwcC92MTtzZXBwdjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * Job is one unit of work.
@@ -102,6 +102,42 @@ export type Job = Message<"sepp.v1.Job"> & {
    * @generated from field: string last_error = 15;
    */
   lastError: string;
+
+  /**
+   * A follow-up (when_running = "run_again") that waits: the running job
+   * whose end it waits for. Empty otherwise.
+   *
+   * @generated from field: string follows_job_id = 16;
+   */
+  followsJobId: string;
+
+  /**
+   * The job's key under its queue's [queues.concurrency] and [queues.rate],
+   * on queues that have them (JSON of the key fields' values; "" for a
+   * whole-queue limit).
+   *
+   * @generated from field: string concurrency_key = 17;
+   */
+  concurrencyKey: string;
+
+  /**
+   * @generated from field: string rate_key = 18;
+   */
+  rateKey: string;
+
+  /**
+   * Why a job whose run-at has come is not delivered yet, if it is held.
+   *
+   * @generated from field: sepp.v1.JobHold held_by = 19;
+   */
+  heldBy: JobHold;
+
+  /**
+   * With JOB_HOLD_RATE: when its key's rate window has room again.
+   *
+   * @generated from field: google.protobuf.Timestamp held_until = 20;
+   */
+  heldUntil?: Timestamp | undefined;
 };
 
 /**
@@ -227,6 +263,24 @@ export type EnqueueResponse = Message<"sepp.v1.EnqueueResponse"> & {
    * @generated from field: string idempotency_key = 7;
    */
   idempotencyKey: string;
+
+  /**
+   * On a queue with when_running = "run_again", a hit whose original was
+   * running created this follow-up (job_id, deduplicated = false), which
+   * runs once the job named here has ended.
+   *
+   * @generated from field: string follows_job_id = 8;
+   */
+  followsJobId: string;
+
+  /**
+   * A [[queues.rules]] rule with action = "delay" found its window full:
+   * the job was accepted and runs at this time, the first moment the
+   * window has room.
+   *
+   * @generated from field: google.protobuf.Timestamp delayed_until = 9;
+   */
+  delayedUntil?: Timestamp | undefined;
 };
 
 /**
@@ -647,6 +701,46 @@ export enum JobState {
  */
 export const JobStateSchema: GenEnum<JobState> = /*@__PURE__*/
   enumDesc(file_sepp_v1_job, 0);
+
+/**
+ * JobHold is what holds back a job whose run-at has come.
+ *
+ * @generated from enum sepp.v1.JobHold
+ */
+export enum JobHold {
+  /**
+   * @generated from enum value: JOB_HOLD_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A follow-up waiting for the running job it follows to end.
+   *
+   * @generated from enum value: JOB_HOLD_FOLLOW_UP = 1;
+   */
+  FOLLOW_UP = 1,
+
+  /**
+   * Its concurrency key has limit jobs reserved (or, with ordered, an
+   * earlier job of the key has not finished).
+   *
+   * @generated from enum value: JOB_HOLD_CONCURRENCY = 2;
+   */
+  CONCURRENCY = 2,
+
+  /**
+   * Its rate key had limit jobs reserved within the period.
+   *
+   * @generated from enum value: JOB_HOLD_RATE = 3;
+   */
+  RATE = 3,
+}
+
+/**
+ * Describes the enum sepp.v1.JobHold.
+ */
+export const JobHoldSchema: GenEnum<JobHold> = /*@__PURE__*/
+  enumDesc(file_sepp_v1_job, 1);
 
 /**
  * JobService is the producer's API: enqueue with idempotency keys, read jobs,
