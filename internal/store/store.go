@@ -148,6 +148,11 @@ type Job struct {
 	// FollowsJobID is set on a follow-up that waits for that job to end
 	// (when_running = "run_again"); zero once it no longer waits.
 	FollowsJobID JobID
+	// ConcurrencyKey is the job's key under [queues.concurrency] (HasConcurrency).
+	ConcurrencyKey string
+	HasConcurrency bool
+	// Hold is what holds the job back, if anything.
+	Hold Hold
 }
 
 // EnqueueJob is one job to enqueue, already validated, with its queue's
@@ -190,6 +195,19 @@ type EnqueueJob struct {
 	// end for good (EnqueueResult.FollowsJobID), and the key's record
 	// names the follow-up from then on.
 	RunAgain bool
+	// Concurrency is the job's key under its queue's [queues.concurrency],
+	// nil on a queue without one.
+	Concurrency *ConcurrencyKey
+}
+
+// ConcurrencyKey is a job's per-key concurrency, fixed when it is
+// enqueued: at most Limit jobs of Key are reserved at once, and with
+// Ordered they are delivered in enqueue order, a job waiting for its retry
+// holding back the later ones.
+type ConcurrencyKey struct {
+	Key     string
+	Limit   int
+	Ordered bool
 }
 
 // EnqueueBatchParams are the parameters of Store.EnqueueBatch.

@@ -30,6 +30,12 @@ type record struct {
 	// Follower is the follow-up that waits for this job to end (Job.
 	// FollowsJobID names the job a follow-up waits for).
 	Follower store.JobID
+	// Conc is the job's per-key concurrency (nil: none); Slot says it holds
+	// a slot of its key, Waiting that it waits for one in the key's waiting
+	// list (storerule.KeyCount).
+	Conc    *store.ConcurrencyKey
+	Slot    bool
+	Waiting bool
 }
 
 // waits reports whether the job waits off the indexes: a follow-up whose
@@ -44,6 +50,9 @@ func (r *record) hold() store.Hold {
 	if r.FollowsJobID != (store.JobID{}) {
 		return store.HoldFollowUp
 	}
+	if r.Waiting {
+		return store.HoldConcurrency
+	}
 	return store.HoldNone
 }
 
@@ -51,6 +60,9 @@ func (r *record) hold() store.Hold {
 const (
 	flowFollows  = 1 << 0
 	flowFollower = 1 << 1
+	flowConc     = 1 << 2 // then the key, the limit and 1 when ordered
+	flowSlot     = 1 << 3
+	flowWaiting  = 1 << 4
 )
 
 // encoder appends fields; decoder reads them back in the same order.
@@ -163,6 +175,15 @@ func encodeJob(r *record) []byte {
 	if r.Follower != (store.JobID{}) {
 		flags |= flowFollower
 	}
+	if r.Conc != nil {
+		flags |= flowConc
+	}
+	if r.Slot {
+		flags |= flowSlot
+	}
+	if r.Waiting {
+		flags |= flowWaiting
+	}
 	if r.ReleaseKeyOn != 0 || flags != 0 {
 		e.int(int64(r.ReleaseKeyOn))
 	}
@@ -173,6 +194,15 @@ func encodeJob(r *record) []byte {
 		}
 		if flags&flowFollower != 0 {
 			e.b = append(e.b, r.Follower[:]...)
+		}
+		if flags&flowConc != 0 {
+			e.str(r.Conc.Key)
+			e.int(int64(r.Conc.Limit))
+			ordered := int64(0)
+			if r.Conc.Ordered {
+				ordered = 1
+			}
+			e.int(ordered)
 		}
 	}
 	return e.b
@@ -218,6 +248,10 @@ func decodeJob(id store.JobID, b []byte) (*record, error) {
 		if flags&flowFollower != 0 {
 			d.fixed(r.Follower[:])
 		}
+		if flags&flowConc != 0 {
+			r.Conc = &store.ConcurrencyKey{Key: d.str(), Limit: int(d.int()), Ordered: d.int() == 1}
+		}
+		r.Slot, r.Waiting = flags&flowSlot != 0, flags&flowWaiting != 0
 	}
 	if d.err != nil {
 		return nil, d.err
@@ -238,6 +272,10 @@ func (r *record) job() (*store.Job, error) {
 		return nil, err
 	}
 	j.Headers = h
+	j.Hold = r.hold()
+	if r.Conc != nil {
+		j.ConcurrencyKey, j.HasConcurrency = r.Conc.Key, true
+	}
 	return &j, nil
 }
 

@@ -24,6 +24,9 @@ import (
 //	'e' len(scope) scope key                 → an effect record (encodeEffect)
 //	't' token                                → an effect's holder: len(scope) scope key
 //	'y' expires_at len(scope) scope key      → a completed effect's expiry
+//	'k' len(queue) queue ckey                → a concurrency key's count (storerule.KeyCount)
+//	'w' len(queue) queue len(ckey) ckey order id → a job waiting for a slot of its concurrency key;
+//	                                           order is empty (ordered: by id) or ^priority run_at
 //
 // The indexes read from their head ('r' per queue, 's', 'l', 'x', 'f' per
 // state, 'y') are walked from a cursor the writer keeps (see cursors), so
@@ -41,6 +44,8 @@ const (
 	kindEffect    = 'e'
 	kindToken     = 't'
 	kindEffectExp = 'y'
+	kindConcCount = 'k'
+	kindConcWait  = 'w'
 )
 
 var schemaKey = []byte{kindSchema}
@@ -146,4 +151,24 @@ func splitName(b []byte) (string, string, bool) {
 		return "", "", false
 	}
 	return string(b[w : w+int(n)]), string(b[w+int(n):]), true
+}
+
+func concCountKey(queue, ckey string) []byte {
+	return append(appendString([]byte{kindConcCount}, queue), ckey...)
+}
+
+// concWaitPrefix is the prefix of the waiting list of a concurrency key.
+func concWaitPrefix(queue, ckey string) []byte {
+	return appendString(appendString([]byte{kindConcWait}, queue), ckey)
+}
+
+// concWaitKey is r's entry in its key's waiting list: by id when ordered,
+// else in delivery order.
+func concWaitKey(r *record) []byte {
+	b := concWaitPrefix(r.Queue, r.Conc.Key)
+	if !r.Conc.Ordered {
+		b = binary.BigEndian.AppendUint32(b, ^(uint32(r.Priority) ^ (1 << 31)))
+		b = appendInt64(b, r.RunAt)
+	}
+	return append(b, r.ID[:]...)
 }

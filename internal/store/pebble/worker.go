@@ -68,6 +68,11 @@ func expireLeases(t *tx, now int64) (int, error) {
 			return true, nil
 		}
 		state, lastError := storerule.AfterLeaseExpiry(r.Attempts, r.MaxAttempts)
+		if state != store.JobStateDead {
+			if err := t.leaveReserved(r, state, now); err != nil {
+				return false, err
+			}
+		}
 		r.State, r.RunAt, r.HasToken, r.LeaseExpires, r.WorkerID = state, now, false, 0, ""
 		if state == store.JobStateDead {
 			r.FinalizedAt, r.LastError = now, lastError
@@ -108,38 +113,31 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 		if err := promoteDue(t, now); err != nil {
 			return err
 		}
-		cands, err := readyJobs(t, p.Queues, p.Max, now)
-		if err != nil {
-			return err
-		}
 		// One lease token for the whole call, as on SQLite: a lease is the
 		// pair (job id, token), and a redelivery draws a new token.
 		var token store.LeaseToken
 		rand.Read(token[:])
-		for _, c := range cands {
-			r, err := getJob(t.b, c.id)
+		// A job whose concurrency key has no free slot leaves the ready
+		// index for its key's waiting list as Reserve reaches it, so the
+		// next walk finds the jobs after it; walk until Max are taken or
+		// no job was set aside.
+		for waited := true; waited && len(out) < p.Max; {
+			waited = false
+			cands, err := readyJobs(t, p.Queues, p.Max-len(out), now)
 			if err != nil {
 				return err
 			}
-			if err := t.del(c.key); err != nil {
-				return err
+			for _, c := range cands {
+				took, err := reserveOne(t, c, p, token, expires, now)
+				if err != nil {
+					return err
+				}
+				if took == nil {
+					waited = true
+					continue
+				}
+				out = append(out, *took)
 			}
-			if !c.behind {
-				t.taken(readyPrefix(c.queue), c.key)
-			}
-			r.State, r.Attempts = store.JobStateReserved, r.Attempts+1
-			r.LeaseToken, r.HasToken, r.LeaseExpires, r.WorkerID = token, true, expires, p.WorkerID
-			if err := t.putJob(r); err != nil {
-				return err
-			}
-			if err := t.setIndex([]byte{kindLease}, leaseKey(expires, r.ID), nil); err != nil {
-				return err
-			}
-			j, err := r.job()
-			if err != nil {
-				return err
-			}
-			out = append(out, store.ReservedJob{Job: j, LeaseToken: token, LeaseExpiresAt: storerule.FromMicros(expires)})
 		}
 		return nil
 	})
@@ -147,6 +145,39 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 		return nil, err
 	}
 	return out, nil
+}
+
+// reserveOne leases the ready job c, unless its concurrency key has no free
+// slot: it then waits for one, and reserveOne returns nil.
+func reserveOne(t *tx, c candidate, p *store.ReserveParams, token store.LeaseToken, expires, now int64) (*store.ReservedJob, error) {
+	r, err := getJob(t.b, c.id)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.del(c.key); err != nil {
+		return nil, err
+	}
+	if !c.behind {
+		t.taken(readyPrefix(c.queue), c.key)
+	}
+	if r.Conc != nil && !r.Slot {
+		if took, err := t.takeSlot(r); err != nil || !took {
+			return nil, err
+		}
+	}
+	r.State, r.Attempts = store.JobStateReserved, r.Attempts+1
+	r.LeaseToken, r.HasToken, r.LeaseExpires, r.WorkerID = token, true, expires, p.WorkerID
+	if err := t.putJob(r); err != nil {
+		return nil, err
+	}
+	if err := t.setIndex([]byte{kindLease}, leaseKey(expires, r.ID), nil); err != nil {
+		return nil, err
+	}
+	j, err := r.job()
+	if err != nil {
+		return nil, err
+	}
+	return &store.ReservedJob{Job: j, LeaseToken: token, LeaseExpiresAt: storerule.FromMicros(expires)}, nil
 }
 
 // readyJobs returns up to max ready jobs of the unpaused queues among
@@ -273,6 +304,9 @@ func (s *Store) Fail(ctx context.Context, p *store.FailParams) (*store.FailResul
 			return t.putJob(r)
 		}
 		*res = store.FailResult{State: store.JobStateScheduled, NextRunAt: storerule.FromMicros(runAt)}
+		if err := t.leaveReserved(r, store.JobStateScheduled, now); err != nil {
+			return err
+		}
 		r.State, r.RunAt, r.WorkerID = store.JobStateScheduled, runAt, ""
 		if err := t.index(r, now); err != nil {
 			return err

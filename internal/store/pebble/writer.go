@@ -401,6 +401,10 @@ func (s *Store) runGroup(ops []*writeOp) (inflight, error) {
 	}
 	f.count = s.acked
 	for prefix, k := range t.raised {
+		if k == nil {
+			delete(s.cursors, prefix) // dropCursor
+			continue
+		}
 		s.cursors[prefix] = k
 	}
 	s.horizon = t.horizon
@@ -498,7 +502,9 @@ func (t *tx) setIndex(prefix, key, value []byte) error {
 func (t *tx) walk(prefix, upper []byte, takesAll bool, fn func(k, v []byte) (bool, error)) error {
 	lower := prefix
 	if c, ok := t.raised[string(prefix)]; ok {
-		lower = c
+		if c != nil {
+			lower = c
+		}
 	} else if c, ok := t.s.cursors[string(prefix)]; ok {
 		lower = c
 	}
@@ -536,6 +542,11 @@ func (t *tx) walk(prefix, upper []byte, takesAll bool, fn func(k, v []byte) (boo
 	return nil
 }
 
+// dropCursor forgets the cursor of the index named prefix once the group
+// is committed: for the many small indexes (a concurrency key's waiting
+// list) that empty, so that their cursors do not pile up.
+func (t *tx) dropCursor(prefix []byte) { t.raised[string(prefix)] = nil }
+
 // taken records that every entry of the index named prefix up to and
 // including key has been deleted by this group.
 func (t *tx) taken(prefix, key []byte) {
@@ -550,6 +561,12 @@ func (t *tx) index(r *record, now int64) error {
 	if r.waits() {
 		return nil // a follow-up waits off the indexes until its original ends
 	}
+	if r.Conc != nil && r.Conc.Ordered && !r.Slot {
+		// An ordered job is admitted when it arrives, or waits.
+		if admitted, err := t.arrive(r); err != nil || !admitted {
+			return err
+		}
+	}
 	if r.RunAt <= now {
 		return t.setIndex(readyPrefix(r.Queue), readyKey(r.Queue, r.Priority, r.RunAt, r.ID), nil)
 	}
@@ -560,6 +577,9 @@ func (t *tx) index(r *record, now int64) error {
 
 // unindex removes a job from the index its state puts it in.
 func (t *tx) unindex(r *record) error {
+	if r.Waiting {
+		return t.leaveWaiting(r)
+	}
 	switch r.State {
 	case store.JobStateAvailable, store.JobStateScheduled:
 		// A job's entry is in the ready index once its run-at has come and
@@ -588,6 +608,11 @@ func (t *tx) finalize(r *record) error {
 	}
 	if err := t.releaseFollower(r); err != nil {
 		return err
+	}
+	if r.Slot {
+		if err := t.releaseSlot(r, r.FinalizedAt); err != nil {
+			return err
+		}
 	}
 	return t.setIndex(finalizedPrefix(r.State), finalizedKey(r.State, r.FinalizedAt, r.ID), nil)
 }

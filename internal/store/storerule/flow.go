@@ -113,3 +113,34 @@ func ruleDelay(records map[Key]*Entry, j *Job, now int64) int64 {
 func FollowUp(j *Job, e *Entry) bool {
 	return j.RunAgain && e.Original != nil && e.Original.State == store.JobStateReserved
 }
+
+// The delivery side: per-key concurrency ([queues.concurrency]).
+//
+// A job of a queue with a concurrency key holds a slot of its key from
+// when it is admitted until it leaves the reserved state (unordered) or
+// reaches a final state (ordered: a job waiting for its retry keeps its
+// slot and so holds back the later jobs of its key). At most Limit jobs of
+// a key hold slots; a job that finds none free waits, off the ready index,
+// in its key's waiting list (ordered: by enqueue order; unordered: by
+// delivery order), and each slot freed admits the first waiting job. An
+// ordered job is admitted when it arrives (enqueued, or made deliverable
+// again by a requeue), and only when no job of its key waits before it; an
+// unordered one when Reserve reaches it. So a key has waiting jobs only
+// while all its slots are held, and Reserve never scans a job twice for a
+// key at its limit.
+
+// KeyCount is a concurrency key's count: the jobs holding its slots and
+// those waiting for one.
+type KeyCount struct{ Active, Waiting int64 }
+
+// Admits reports whether a job of concurrency c may take a slot of its
+// key, counted n, now: one is free, and (ordered) no job waits before it.
+func Admits(c *store.ConcurrencyKey, n KeyCount) bool {
+	return n.Active < int64(c.Limit) && (!c.Ordered || n.Waiting == 0)
+}
+
+// KeepsSlot reports whether a job of concurrency c that leaves the reserved
+// state for state keeps its slot: only an ordered job that will run again.
+func KeepsSlot(c *store.ConcurrencyKey, state store.JobState) bool {
+	return c.Ordered && !state.Finalized()
+}

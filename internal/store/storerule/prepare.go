@@ -36,6 +36,8 @@ type Job struct {
 	RunAgain bool
 	// Follows is the reserved job a follow-up waits for; set by Decide.
 	Follows store.JobID
+	// Concurrency is the job's per-key concurrency, nil without one.
+	Concurrency *store.ConcurrencyKey
 	// Rules are the job's rule keys, each recorded under RuleQueue.
 	Rules       []Rule
 	Priority    int32
@@ -70,6 +72,7 @@ func Prepare(j *store.EnqueueJob, now int64) (Job, error) {
 		RejectDuplicate: j.RejectDuplicate,
 		Replace:         j.Replace,
 		RunAgain:        j.RunAgain,
+		Concurrency:     j.Concurrency,
 		Debounce:        j.Debounce.Microseconds(),
 		DebounceMaxWait: j.DebounceMaxWait.Microseconds(),
 		Priority:        j.Priority,
