@@ -102,3 +102,13 @@ def test_client_enums_are_the_generated_ones() -> None:
         assert sepp.JobState.parse(s.to_proto()) is s
     assert sepp.JobState.parse(99) is sepp.JobState.UNSPECIFIED  # a state newer than this client
     assert sepp.EffectState.parse(effect_pb2.CLAIM_OUTCOME_COMPLETED) is sepp.EffectState.COMPLETED
+    # JobHold's values are the generated names without the prefix, lower
+    # case; the zero value (nothing holds the job) and a hold newer than
+    # this client read as None.
+    assert {"JOB_HOLD_" + h.value.upper() for h in sepp.JobHold} | {"JOB_HOLD_UNSPECIFIED"} == set(
+        job_pb2.JobHold.keys()
+    )
+    for h in sepp.JobHold:
+        assert sepp.JobHold.parse(job_pb2.JobHold.Value("JOB_HOLD_" + h.value.upper())) is h
+    assert sepp.JobHold.parse(job_pb2.JOB_HOLD_UNSPECIFIED) is None
+    assert sepp.JobHold.parse(99) is None

@@ -263,8 +263,12 @@ class DuplicateJobError(SeppError):
 
 @_for_reason(reason_pb2.DEDUP_RULE_VIOLATED)
 class DedupRuleViolatedError(SeppError):
-    """A ``[[queues.rules]]`` rule matched a job within its window; metadata
-    ``rule``, ``job_id`` and ``frees_at`` say which."""
+    """A ``[[queues.rules]]`` rule with ``action = "reject"`` found its limit
+    of jobs enqueued on the queue within its window. ``metadata`` has
+    ``rule``, ``limit``, ``frees_at`` (when the window has room again), and,
+    when the limit is 1, ``job_id`` (the job that holds it). A rule with
+    ``action = "delay"`` raises nothing: the ack's ``delayed_until`` says
+    when the job runs."""
 
     CODE = "failed_precondition"
 

@@ -22,6 +22,7 @@ __all__ = [
     "Ack",
     "BatchResult",
     "JobState",
+    "JobHold",
     "Job",
     "KeyLookup",
     "KeyRelease",
@@ -140,6 +141,13 @@ class Ack:
             or the one the server derived from the payload on a queue with
             ``key_fields`` (or ``dedup_by_content``), to look the job up or
             release its key later; None for an enqueue without a key.
+        follows_job_id: on a queue with ``when_running = "run_again"``, the
+            key's job was running, so this enqueue created a follow-up
+            (``job_id``, ``deduplicated`` False) that runs once the job
+            named here has ended; None otherwise.
+        delayed_until: a ``[[queues.rules]]`` rule with ``action = "delay"``
+            found its window full, so the job was accepted for this time,
+            the first moment the window has room; None otherwise.
     """
 
     job_id: str
@@ -149,6 +157,8 @@ class Ack:
     dedup_expires_at: Optional[datetime] = None
     replaced: bool = False
     idempotency_key: Optional[str] = None
+    follows_job_id: Optional[str] = None
+    delayed_until: Optional[datetime] = None
 
     @classmethod
     def from_proto(cls, m: job_pb2.EnqueueResponse) -> "Ack":
@@ -162,6 +172,8 @@ class Ack:
             replaced=m.replaced,
             # A key is never empty, so empty means none.
             idempotency_key=m.idempotency_key or None,
+            follows_job_id=m.follows_job_id or None,
+            delayed_until=_wire.datetime_of(m, "delayed_until"),
         )
 
 
@@ -220,6 +232,34 @@ class JobState(str, enum.Enum):
         return self in (JobState.COMPLETED, JobState.DEAD, JobState.CANCELLED)
 
 
+class JobHold(str, enum.Enum):
+    """What holds back a job whose run-at has come (:attr:`Job.held_by`)."""
+
+    #: A follow-up (``when_running = "run_again"``) waiting for the job it
+    #: follows (:attr:`Job.follows_job_id`) to end.
+    FOLLOW_UP = "follow_up"
+    #: Its concurrency key is at its limit (or, on an ordered queue, an
+    #: earlier job of its key has not finished).
+    CONCURRENCY = "concurrency"
+    #: Its rate key had its limit of jobs reserved within the period; until
+    #: :attr:`Job.held_until`.
+    RATE = "rate"
+
+    @classmethod
+    def parse(cls, value: int) -> "Optional[JobHold]":
+        """Reads a ``sepp.v1.JobHold`` number: None for
+        ``JOB_HOLD_UNSPECIFIED`` (nothing holds the job) and for a hold this
+        version does not know."""
+        return _holds.get(value)
+
+
+_holds = {
+    job_pb2.JOB_HOLD_FOLLOW_UP: JobHold.FOLLOW_UP,
+    job_pb2.JOB_HOLD_CONCURRENCY: JobHold.CONCURRENCY,
+    job_pb2.JOB_HOLD_RATE: JobHold.RATE,
+}
+
+
 @dataclass(frozen=True)
 class Job:
     """A job as the server stores it.
@@ -235,6 +275,17 @@ class Job:
         finalized_at: when it reached COMPLETED, DEAD or CANCELLED, or None.
         result: the result passed to complete, if any.
         last_error: the error of the last failed attempt, or why it is dead.
+        follows_job_id: a waiting follow-up (``when_running = "run_again"``):
+            the job whose end it waits for; None otherwise.
+        concurrency_key, rate_key: the job's keys under its queue's
+            ``[queues.concurrency]`` and ``[queues.rate]`` (JSON of the key
+            fields' values; ``""`` for a whole-queue limit); None on queues
+            without them.
+        held_by: what holds the job back although its run-at has come, or
+            None when nothing does. A waiting follow-up is SCHEDULED with
+            ``JobHold.FOLLOW_UP``.
+        held_until: with ``JobHold.RATE``, when its key's rate window has
+            room again; None otherwise.
     """
 
     job_id: str
@@ -252,6 +303,11 @@ class Job:
     finalized_at: Optional[datetime] = None
     result: bytes = b""
     last_error: str = ""
+    follows_job_id: Optional[str] = None
+    concurrency_key: Optional[str] = None
+    rate_key: Optional[str] = None
+    held_by: Optional[JobHold] = None
+    held_until: Optional[datetime] = None
 
     @classmethod
     def from_proto(cls, m: job_pb2.Job) -> "Job":
@@ -272,6 +328,11 @@ class Job:
             finalized_at=_wire.datetime_of(m, "finalized_at"),
             result=m.result,
             last_error=m.last_error,
+            follows_job_id=m.follows_job_id or None,
+            concurrency_key=m.concurrency_key or None,
+            rate_key=m.rate_key or None,
+            held_by=JobHold.parse(m.held_by),
+            held_until=_wire.datetime_of(m, "held_until"),
         )
 
 
@@ -446,7 +507,12 @@ class EffectRecord:
 @dataclass(frozen=True)
 class QueueInfo:
     """A queue: its jobs by state, its live dedup records, and whether
-    delivery is paused."""
+    delivery is paused.
+
+    ``held_follow_up``, ``held_concurrency`` and ``held_rate`` count the jobs
+    whose run-at has come that are held back (counted in ``scheduled`` too):
+    follow-ups waiting for the job they follow, and jobs held by their key's
+    ``[queues.concurrency]`` or ``[queues.rate]``."""
 
     name: str
     scheduled: int = 0
@@ -457,6 +523,9 @@ class QueueInfo:
     cancelled: int = 0
     dedup_records: int = 0
     paused: bool = False
+    held_follow_up: int = 0
+    held_concurrency: int = 0
+    held_rate: int = 0
 
     @classmethod
     def from_proto(cls, m: admin_pb2.QueueInfo) -> "QueueInfo":
@@ -471,6 +540,9 @@ class QueueInfo:
             cancelled=m.cancelled,
             dedup_records=m.dedup_records,
             paused=m.paused,
+            held_follow_up=m.held_follow_up,
+            held_concurrency=m.held_concurrency,
+            held_rate=m.held_rate,
         )
 
 

@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from sepp.v1 import job_pb2 as sepp_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13sepp/v1/admin.proto\x12\x07sepp.v1\x1a\x11sepp/v1/job.proto\"\x13\n\x11ListQueuesRequest\"8\n\x12ListQueuesResponse\x12\"\n\x06queues\x18\x01 \x03(\x0b\x32\x12.sepp.v1.QueueInfo\"\xac\x01\n\tQueueInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tscheduled\x18\x02 \x01(\x03\x12\x11\n\tavailable\x18\x03 \x01(\x03\x12\x10\n\x08reserved\x18\x04 \x01(\x03\x12\x11\n\tcompleted\x18\x05 \x01(\x03\x12\x0c\n\x04\x64\x65\x61\x64\x18\x06 \x01(\x03\x12\x11\n\tcancelled\x18\x07 \x01(\x03\x12\x15\n\rdedup_records\x18\x08 \x01(\x03\x12\x0e\n\x06paused\x18\t \x01(\x08\"i\n\x0fListJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12 \n\x05state\x18\x02 \x01(\x0e\x32\x11.sepp.v1.JobState\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"G\n\x10ListJobsResponse\x12\x1a\n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.sepp.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x16RequeueDeadJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x0b\n\x03\x61ll\x18\x03 \x01(\x08\"D\n\x17RequeueDeadJobsResponse\x12\x10\n\x08requeued\x18\x01 \x01(\x03\x12\x17\n\x0fmissing_job_ids\x18\x02 \x03(\t\"C\n\x14PurgeDeadJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x0b\n\x03\x61ll\x18\x03 \x01(\x08\"@\n\x15PurgeDeadJobsResponse\x12\x0e\n\x06purged\x18\x01 \x01(\x03\x12\x17\n\x0fmissing_job_ids\x18\x02 \x03(\t\"2\n\x11PauseQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06\x63reate\x18\x02 \x01(\x08\"\x14\n\x12PauseQueueResponse\"3\n\x12ResumeQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06\x63reate\x18\x02 \x01(\x08\"\x15\n\x13ResumeQueueResponse2\xd9\x03\n\x0c\x41\x64minService\x12G\n\nListQueues\x12\x1a.sepp.v1.ListQueuesRequest\x1a\x1b.sepp.v1.ListQueuesResponse\"\x00\x12\x41\n\x08ListJobs\x12\x18.sepp.v1.ListJobsRequest\x1a\x19.sepp.v1.ListJobsResponse\"\x00\x12V\n\x0fRequeueDeadJobs\x12\x1f.sepp.v1.RequeueDeadJobsRequest\x1a .sepp.v1.RequeueDeadJobsResponse\"\x00\x12P\n\rPurgeDeadJobs\x12\x1d.sepp.v1.PurgeDeadJobsRequest\x1a\x1e.sepp.v1.PurgeDeadJobsResponse\"\x00\x12G\n\nPauseQueue\x12\x1a.sepp.v1.PauseQueueRequest\x1a\x1b.sepp.v1.PauseQueueResponse\"\x00\x12J\n\x0bResumeQueue\x12\x1b.sepp.v1.ResumeQueueRequest\x1a\x1c.sepp.v1.ResumeQueueResponse\"\x00\x42-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13sepp/v1/admin.proto\x12\x07sepp.v1\x1a\x11sepp/v1/job.proto\"\x13\n\x11ListQueuesRequest\"8\n\x12ListQueuesResponse\x12\"\n\x06queues\x18\x01 \x03(\x0b\x32\x12.sepp.v1.QueueInfo\"\xf1\x01\n\tQueueInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tscheduled\x18\x02 \x01(\x03\x12\x11\n\tavailable\x18\x03 \x01(\x03\x12\x10\n\x08reserved\x18\x04 \x01(\x03\x12\x11\n\tcompleted\x18\x05 \x01(\x03\x12\x0c\n\x04\x64\x65\x61\x64\x18\x06 \x01(\x03\x12\x11\n\tcancelled\x18\x07 \x01(\x03\x12\x15\n\rdedup_records\x18\x08 \x01(\x03\x12\x0e\n\x06paused\x18\t \x01(\x08\x12\x16\n\x0eheld_follow_up\x18\n \x01(\x03\x12\x18\n\x10held_concurrency\x18\x0b \x01(\x03\x12\x11\n\theld_rate\x18\x0c \x01(\x03\"i\n\x0fListJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12 \n\x05state\x18\x02 \x01(\x0e\x32\x11.sepp.v1.JobState\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"G\n\x10ListJobsResponse\x12\x1a\n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.sepp.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x16RequeueDeadJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x0b\n\x03\x61ll\x18\x03 \x01(\x08\"D\n\x17RequeueDeadJobsResponse\x12\x10\n\x08requeued\x18\x01 \x01(\x03\x12\x17\n\x0fmissing_job_ids\x18\x02 \x03(\t\"C\n\x14PurgeDeadJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x0b\n\x03\x61ll\x18\x03 \x01(\x08\"@\n\x15PurgeDeadJobsResponse\x12\x0e\n\x06purged\x18\x01 \x01(\x03\x12\x17\n\x0fmissing_job_ids\x18\x02 \x03(\t\"2\n\x11PauseQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06\x63reate\x18\x02 \x01(\x08\"\x14\n\x12PauseQueueResponse\"3\n\x12ResumeQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06\x63reate\x18\x02 \x01(\x08\"\x15\n\x13ResumeQueueResponse2\xd9\x03\n\x0c\x41\x64minService\x12G\n\nListQueues\x12\x1a.sepp.v1.ListQueuesRequest\x1a\x1b.sepp.v1.ListQueuesResponse\"\x00\x12\x41\n\x08ListJobs\x12\x18.sepp.v1.ListJobsRequest\x1a\x19.sepp.v1.ListJobsResponse\"\x00\x12V\n\x0fRequeueDeadJobs\x12\x1f.sepp.v1.RequeueDeadJobsRequest\x1a .sepp.v1.RequeueDeadJobsResponse\"\x00\x12P\n\rPurgeDeadJobs\x12\x1d.sepp.v1.PurgeDeadJobsRequest\x1a\x1e.sepp.v1.PurgeDeadJobsResponse\"\x00\x12G\n\nPauseQueue\x12\x1a.sepp.v1.PauseQueueRequest\x1a\x1b.sepp.v1.PauseQueueResponse\"\x00\x12J\n\x0bResumeQueue\x12\x1b.sepp.v1.ResumeQueueRequest\x1a\x1c.sepp.v1.ResumeQueueResponse\"\x00\x42-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sepp.v1.admin_pb2', globals())
@@ -27,27 +27,27 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _LISTQUEUESRESPONSE._serialized_start=72
   _LISTQUEUESRESPONSE._serialized_end=128
   _QUEUEINFO._serialized_start=131
-  _QUEUEINFO._serialized_end=303
-  _LISTJOBSREQUEST._serialized_start=305
-  _LISTJOBSREQUEST._serialized_end=410
-  _LISTJOBSRESPONSE._serialized_start=412
-  _LISTJOBSRESPONSE._serialized_end=483
-  _REQUEUEDEADJOBSREQUEST._serialized_start=485
-  _REQUEUEDEADJOBSREQUEST._serialized_end=554
-  _REQUEUEDEADJOBSRESPONSE._serialized_start=556
-  _REQUEUEDEADJOBSRESPONSE._serialized_end=624
-  _PURGEDEADJOBSREQUEST._serialized_start=626
-  _PURGEDEADJOBSREQUEST._serialized_end=693
-  _PURGEDEADJOBSRESPONSE._serialized_start=695
-  _PURGEDEADJOBSRESPONSE._serialized_end=759
-  _PAUSEQUEUEREQUEST._serialized_start=761
-  _PAUSEQUEUEREQUEST._serialized_end=811
-  _PAUSEQUEUERESPONSE._serialized_start=813
-  _PAUSEQUEUERESPONSE._serialized_end=833
-  _RESUMEQUEUEREQUEST._serialized_start=835
-  _RESUMEQUEUEREQUEST._serialized_end=886
-  _RESUMEQUEUERESPONSE._serialized_start=888
-  _RESUMEQUEUERESPONSE._serialized_end=909
-  _ADMINSERVICE._serialized_start=912
-  _ADMINSERVICE._serialized_end=1385
+  _QUEUEINFO._serialized_end=372
+  _LISTJOBSREQUEST._serialized_start=374
+  _LISTJOBSREQUEST._serialized_end=479
+  _LISTJOBSRESPONSE._serialized_start=481
+  _LISTJOBSRESPONSE._serialized_end=552
+  _REQUEUEDEADJOBSREQUEST._serialized_start=554
+  _REQUEUEDEADJOBSREQUEST._serialized_end=623
+  _REQUEUEDEADJOBSRESPONSE._serialized_start=625
+  _REQUEUEDEADJOBSRESPONSE._serialized_end=693
+  _PURGEDEADJOBSREQUEST._serialized_start=695
+  _PURGEDEADJOBSREQUEST._serialized_end=762
+  _PURGEDEADJOBSRESPONSE._serialized_start=764
+  _PURGEDEADJOBSRESPONSE._serialized_end=828
+  _PAUSEQUEUEREQUEST._serialized_start=830
+  _PAUSEQUEUEREQUEST._serialized_end=880
+  _PAUSEQUEUERESPONSE._serialized_start=882
+  _PAUSEQUEUERESPONSE._serialized_end=902
+  _RESUMEQUEUEREQUEST._serialized_start=904
+  _RESUMEQUEUEREQUEST._serialized_end=955
+  _RESUMEQUEUERESPONSE._serialized_start=957
+  _RESUMEQUEUERESPONSE._serialized_end=978
+  _ADMINSERVICE._serialized_start=981
+  _ADMINSERVICE._serialized_end=1454
 # @@protoc_insertion_point(module_scope)

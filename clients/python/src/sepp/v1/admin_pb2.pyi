@@ -67,12 +67,15 @@ class PurgeDeadJobsResponse(_message.Message):
     def __init__(self, purged: _Optional[int] = ..., missing_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class QueueInfo(_message.Message):
-    __slots__ = ["available", "cancelled", "completed", "dead", "dedup_records", "name", "paused", "reserved", "scheduled"]
+    __slots__ = ["available", "cancelled", "completed", "dead", "dedup_records", "held_concurrency", "held_follow_up", "held_rate", "name", "paused", "reserved", "scheduled"]
     AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     DEAD_FIELD_NUMBER: _ClassVar[int]
     DEDUP_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    HELD_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    HELD_FOLLOW_UP_FIELD_NUMBER: _ClassVar[int]
+    HELD_RATE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     RESERVED_FIELD_NUMBER: _ClassVar[int]
@@ -82,11 +85,14 @@ class QueueInfo(_message.Message):
     completed: int
     dead: int
     dedup_records: int
+    held_concurrency: int
+    held_follow_up: int
+    held_rate: int
     name: str
     paused: bool
     reserved: int
     scheduled: int
-    def __init__(self, name: _Optional[str] = ..., scheduled: _Optional[int] = ..., available: _Optional[int] = ..., reserved: _Optional[int] = ..., completed: _Optional[int] = ..., dead: _Optional[int] = ..., cancelled: _Optional[int] = ..., dedup_records: _Optional[int] = ..., paused: bool = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., scheduled: _Optional[int] = ..., available: _Optional[int] = ..., reserved: _Optional[int] = ..., completed: _Optional[int] = ..., dead: _Optional[int] = ..., cancelled: _Optional[int] = ..., dedup_records: _Optional[int] = ..., paused: bool = ..., held_follow_up: _Optional[int] = ..., held_concurrency: _Optional[int] = ..., held_rate: _Optional[int] = ...) -> None: ...
 
 class RequeueDeadJobsRequest(_message.Message):
     __slots__ = ["all", "job_ids", "queue"]

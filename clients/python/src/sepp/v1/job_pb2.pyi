@@ -6,6 +6,10 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+JOB_HOLD_CONCURRENCY: JobHold
+JOB_HOLD_FOLLOW_UP: JobHold
+JOB_HOLD_RATE: JobHold
+JOB_HOLD_UNSPECIFIED: JobHold
 JOB_STATE_AVAILABLE: JobState
 JOB_STATE_CANCELLED: JobState
 JOB_STATE_COMPLETED: JobState
@@ -96,9 +100,11 @@ class EnqueueRequest(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., job_type: _Optional[str] = ..., payload: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., run_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., max_attempts: _Optional[int] = ..., headers: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class EnqueueResponse(_message.Message):
-    __slots__ = ["dedup_expires_at", "deduplicated", "idempotency_key", "job_id", "original_enqueued_at", "payload_mismatch", "replaced"]
+    __slots__ = ["dedup_expires_at", "deduplicated", "delayed_until", "follows_job_id", "idempotency_key", "job_id", "original_enqueued_at", "payload_mismatch", "replaced"]
     DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
     DEDUP_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    FOLLOWS_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     ORIGINAL_ENQUEUED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -106,12 +112,14 @@ class EnqueueResponse(_message.Message):
     REPLACED_FIELD_NUMBER: _ClassVar[int]
     dedup_expires_at: _timestamp_pb2.Timestamp
     deduplicated: bool
+    delayed_until: _timestamp_pb2.Timestamp
+    follows_job_id: str
     idempotency_key: str
     job_id: str
     original_enqueued_at: _timestamp_pb2.Timestamp
     payload_mismatch: bool
     replaced: bool
-    def __init__(self, job_id: _Optional[str] = ..., deduplicated: bool = ..., payload_mismatch: bool = ..., original_enqueued_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., dedup_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., replaced: bool = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., deduplicated: bool = ..., payload_mismatch: bool = ..., original_enqueued_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., dedup_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., replaced: bool = ..., idempotency_key: _Optional[str] = ..., follows_job_id: _Optional[str] = ..., delayed_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ["job_id"]
@@ -126,7 +134,7 @@ class GetJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ["attempts", "created_at", "finalized_at", "headers", "idempotency_key", "job_id", "job_type", "last_error", "max_attempts", "payload", "priority", "queue", "result", "run_at", "state"]
+    __slots__ = ["attempts", "concurrency_key", "created_at", "finalized_at", "follows_job_id", "headers", "held_by", "held_until", "idempotency_key", "job_id", "job_type", "last_error", "max_attempts", "payload", "priority", "queue", "rate_key", "result", "run_at", "state"]
     class HeadersEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -135,9 +143,13 @@ class Job(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     FINALIZED_AT_FIELD_NUMBER: _ClassVar[int]
+    FOLLOWS_JOB_ID_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
+    HELD_BY_FIELD_NUMBER: _ClassVar[int]
+    HELD_UNTIL_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -146,13 +158,18 @@ class Job(_message.Message):
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RATE_KEY_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     RUN_AT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     attempts: int
+    concurrency_key: str
     created_at: _timestamp_pb2.Timestamp
     finalized_at: _timestamp_pb2.Timestamp
+    follows_job_id: str
     headers: _containers.ScalarMap[str, str]
+    held_by: JobHold
+    held_until: _timestamp_pb2.Timestamp
     idempotency_key: str
     job_id: str
     job_type: str
@@ -161,10 +178,11 @@ class Job(_message.Message):
     payload: bytes
     priority: int
     queue: str
+    rate_key: str
     result: bytes
     run_at: _timestamp_pb2.Timestamp
     state: JobState
-    def __init__(self, job_id: _Optional[str] = ..., queue: _Optional[str] = ..., job_type: _Optional[str] = ..., payload: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., run_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., max_attempts: _Optional[int] = ..., attempts: _Optional[int] = ..., headers: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[JobState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finalized_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., last_error: _Optional[str] = ...) -> None: ...
+    def __init__(self, job_id: _Optional[str] = ..., queue: _Optional[str] = ..., job_type: _Optional[str] = ..., payload: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., priority: _Optional[int] = ..., run_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., max_attempts: _Optional[int] = ..., attempts: _Optional[int] = ..., headers: _Optional[_Mapping[str, str]] = ..., state: _Optional[_Union[JobState, str]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., finalized_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., last_error: _Optional[str] = ..., follows_job_id: _Optional[str] = ..., concurrency_key: _Optional[str] = ..., rate_key: _Optional[str] = ..., held_by: _Optional[_Union[JobHold, str]] = ..., held_until: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LookupIdempotencyKeyRequest(_message.Message):
     __slots__ = ["idempotency_key", "payload", "queue"]
@@ -219,4 +237,7 @@ class ReleaseIdempotencyKeyResponse(_message.Message):
     def __init__(self, released: bool = ..., job_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class JobHold(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
