@@ -51,6 +51,8 @@ impl From<pb::EnqueueResponse> for EnqueueAck {
             dedup_expires_at: time(r.dedup_expires_at),
             replaced: r.replaced,
             idempotency_key: non_empty(r.idempotency_key),
+            follows_job_id: non_empty(r.follows_job_id),
+            delayed_until: time(r.delayed_until),
         }
     }
 }
@@ -94,6 +96,19 @@ impl JobState {
     }
 }
 
+impl JobHold {
+    /// `None` for `JOB_HOLD_UNSPECIFIED` (nothing holds the job) and for a
+    /// hold this client does not know.
+    pub(crate) fn from_proto(hold: i32) -> Option<JobHold> {
+        match pb::JobHold::from_i32(hold) {
+            Some(pb::JobHold::FollowUp) => Some(JobHold::FollowUp),
+            Some(pb::JobHold::Concurrency) => Some(JobHold::Concurrency),
+            Some(pb::JobHold::Rate) => Some(JobHold::Rate),
+            Some(pb::JobHold::Unspecified) | None => None,
+        }
+    }
+}
+
 impl EffectState {
     pub(crate) fn from_proto(outcome: i32) -> EffectState {
         match pb::ClaimOutcome::from_i32(outcome) {
@@ -122,6 +137,13 @@ impl From<pb::Job> for Job {
             finalized_at: time(j.finalized_at),
             result: j.result,
             last_error: j.last_error,
+            follows_job_id: non_empty(j.follows_job_id),
+            // The wire has no "unset" for these: "" is both "no limit" and a
+            // whole-queue limit's key, which has no fields to name anyway.
+            concurrency_key: non_empty(j.concurrency_key),
+            rate_key: non_empty(j.rate_key),
+            held_by: JobHold::from_proto(j.held_by),
+            held_until: time(j.held_until),
         }
     }
 }
@@ -159,6 +181,9 @@ impl From<pb::QueueInfo> for QueueInfo {
             cancelled: q.cancelled,
             dedup_records: q.dedup_records,
             paused: q.paused,
+            held_follow_up: q.held_follow_up,
+            held_concurrency: q.held_concurrency,
+            held_rate: q.held_rate,
         }
     }
 }
@@ -294,6 +319,12 @@ mod tests {
         assert_eq!(ack.idempotency_key, None, "an unkeyed enqueue's ack has no key");
         let ack: EnqueueAck = pb::EnqueueResponse { job_id: "j1".into(), idempotency_key: "k".into(), ..Default::default() }.into();
         assert_eq!(ack.idempotency_key.as_deref(), Some("k"));
+        assert_eq!((ack.follows_job_id, ack.delayed_until), (None, None), "absent unless the server sets them");
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_893_553_445);
+        let ack: EnqueueAck =
+            pb::EnqueueResponse { job_id: "j2".into(), follows_job_id: "j1".into(), delayed_until: Some(at.into()), ..Default::default() }
+                .into();
+        assert_eq!((ack.follows_job_id.as_deref(), ack.delayed_until), (Some("j1"), Some(at)));
 
         let item = pb::EnqueueBatchResult {
             outcome: Some(pb::enqueue_batch_result::Outcome::Error(pb::BatchItemError {
@@ -324,5 +355,27 @@ mod tests {
             assert_eq!(s.to_proto().as_str_name(), s.as_proto_name());
         }
         assert_eq!(JobState::from_proto(99), JobState::Unspecified);
+    }
+
+    #[test]
+    fn job_holds() {
+        for (p, want) in [
+            (pb::JobHold::Unspecified, None),
+            (pb::JobHold::FollowUp, Some(JobHold::FollowUp)),
+            (pb::JobHold::Concurrency, Some(JobHold::Concurrency)),
+            (pb::JobHold::Rate, Some(JobHold::Rate)),
+        ] {
+            assert_eq!(JobHold::from_proto(p as i32), want);
+            if let Some(h) = want {
+                // "follow_up" for JOB_HOLD_FOLLOW_UP, and so on.
+                assert_eq!(format!("JOB_HOLD_{}", h.as_str().to_ascii_uppercase()), p.as_str_name());
+            }
+        }
+        assert_eq!(JobHold::from_proto(99), None, "a hold newer than this client");
+        let j: Job = pb::Job { held_by: pb::JobHold::FollowUp as i32, follows_job_id: "j1".into(), ..Default::default() }.into();
+        assert_eq!(
+            (j.held_by, j.follows_job_id.as_deref(), j.concurrency_key, j.held_until),
+            (Some(JobHold::FollowUp), Some("j1"), None, None)
+        );
     }
 }

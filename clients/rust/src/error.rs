@@ -149,8 +149,10 @@ server_reasons! {
     /// `DUPLICATE_JOB`: a dedup hit on a queue with `on_duplicate = "reject"`;
     /// metadata `job_id` names the original.
     DuplicateJob,
-    /// `DEDUP_RULE_VIOLATED`: a `[[queues.rules]]` rule matched a job within
-    /// its window; metadata `rule`, `job_id`, `frees_at`.
+    /// `DEDUP_RULE_VIOLATED`: a `[[queues.rules]]` rule with `action =
+    /// "reject"` found its limit of jobs enqueued on the queue within its
+    /// window; metadata `rule`, `limit`, `frees_at` (when the window has
+    /// room), and, when the limit is 1, `job_id` (the job that holds it).
     DedupRuleViolated,
     /// `UNAUTHENTICATED`: no bearer token, or one that matches none.
     Unauthenticated,

@@ -78,6 +78,6 @@ mod types;
 pub use error::{Error, ErrorDetail, Result, TransportError};
 pub use request::{BatchResult, EnqueueAck, EnqueueRequest, DEFAULT_MAX_IDEMPOTENCY_KEY_BYTES, MAX_NAME_BYTES};
 pub use types::{
-    ClaimEffectRequest, EffectClaim, EffectCompletion, EffectRecord, EffectState, FailOutcome, FailRequest, Job, JobPage, JobState,
-    KeyLookup, KeyRelease, ListJobsRequest, QueueInfo, Reservation, ReserveRequest,
+    ClaimEffectRequest, EffectClaim, EffectCompletion, EffectRecord, EffectState, FailOutcome, FailRequest, Job, JobHold, JobPage,
+    JobState, KeyLookup, KeyRelease, ListJobsRequest, QueueInfo, Reservation, ReserveRequest,
 };

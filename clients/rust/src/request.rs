@@ -258,6 +258,15 @@ pub struct EnqueueAck {
     /// with this key, or by its payload
     /// ([`lookup_idempotency_key_by_payload`](crate::client::SeppClient::lookup_idempotency_key_by_payload)).
     pub idempotency_key: Option<String>,
+    /// On a queue with `when_running = "run_again"`: the key's job was
+    /// running, so this enqueue created a follow-up (`job_id`,
+    /// `deduplicated` false) that runs once the job named here has ended.
+    /// `None` otherwise.
+    pub follows_job_id: Option<String>,
+    /// A `[[queues.rules]]` rule with `action = "delay"` found its window
+    /// full: the job was accepted for this time, the first moment the window
+    /// has room. `None` otherwise.
+    pub delayed_until: Option<SystemTime>,
 }
 
 /// The outcome of one job of [`SeppClient::enqueue_batch`](crate::client::SeppClient::enqueue_batch):

@@ -43,6 +43,39 @@ impl fmt::Display for JobState {
     }
 }
 
+/// What holds back a job whose run-at has come ([`Job::held_by`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum JobHold {
+    /// A follow-up (`when_running = "run_again"`) waiting for the job it
+    /// follows ([`Job::follows_job_id`]) to end.
+    FollowUp,
+    /// Its concurrency key is at its limit (or, on an ordered queue, an
+    /// earlier job of its key has not finished).
+    Concurrency,
+    /// Its rate key had its limit of jobs reserved within the period; until
+    /// [`Job::held_until`].
+    Rate,
+}
+
+impl JobHold {
+    /// `"follow_up"`, `"concurrency"` or `"rate"`, as the Go client and the
+    /// CLI name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobHold::FollowUp => "follow_up",
+            JobHold::Concurrency => "concurrency",
+            JobHold::Rate => "rate",
+        }
+    }
+}
+
+impl fmt::Display for JobHold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A job as the server stores it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
@@ -76,6 +109,22 @@ pub struct Job {
     pub result: Vec<u8>,
     /// The error of the last failed attempt, or why the job is dead.
     pub last_error: String,
+    /// A waiting follow-up (`when_running = "run_again"`): the job whose end
+    /// it waits for. `None` otherwise.
+    pub follows_job_id: Option<String>,
+    /// The job's key under its queue's `[queues.concurrency]`: JSON of the
+    /// key fields' values. `None` on queues without one, and where the limit
+    /// is the whole queue's (no key fields).
+    pub concurrency_key: Option<String>,
+    /// The job's key under its queue's `[queues.rate]`, as
+    /// `concurrency_key` is.
+    pub rate_key: Option<String>,
+    /// What holds the job back although its run-at has come; `None` when
+    /// nothing does. A waiting follow-up is [`JobState::Scheduled`] with
+    /// [`JobHold::FollowUp`].
+    pub held_by: Option<JobHold>,
+    /// With [`JobHold::Rate`]: when its key's rate window has room again.
+    pub held_until: Option<SystemTime>,
 }
 
 /// What the server knows of an idempotency key: "was this already enqueued,
@@ -137,6 +186,15 @@ pub struct QueueInfo {
     pub dedup_records: i64,
     /// Delivery is paused.
     pub paused: bool,
+    /// Jobs whose run-at has come held back (counted in `scheduled`):
+    /// follow-ups waiting for the job they follow.
+    pub held_follow_up: i64,
+    /// Jobs held back by their key's `[queues.concurrency]` limit (counted
+    /// in `scheduled`).
+    pub held_concurrency: i64,
+    /// Jobs held back by their key's `[queues.rate]` (counted in
+    /// `scheduled`).
+    pub held_rate: i64,
 }
 
 /// Filters and pages [`SeppClient::list_jobs`](crate::client::SeppClient::list_jobs).

@@ -36,6 +36,23 @@ pub struct Job {
     /// The error of the last failed attempt, or why the job is dead.
     #[prost(string, tag="15")]
     pub last_error: ::prost::alloc::string::String,
+    /// A follow-up (when_running = "run_again") that waits: the running job
+    /// whose end it waits for. Empty otherwise.
+    #[prost(string, tag="16")]
+    pub follows_job_id: ::prost::alloc::string::String,
+    /// The job's key under its queue's \[queues.concurrency\] and \[queues.rate\],
+    /// on queues that have them (JSON of the key fields' values; "" for a
+    /// whole-queue limit).
+    #[prost(string, tag="17")]
+    pub concurrency_key: ::prost::alloc::string::String,
+    #[prost(string, tag="18")]
+    pub rate_key: ::prost::alloc::string::String,
+    /// Why a job whose run-at has come is not delivered yet, if it is held.
+    #[prost(enumeration="JobHold", tag="19")]
+    pub held_by: i32,
+    /// With JOB_HOLD_RATE: when its key's rate window has room again.
+    #[prost(message, optional, tag="20")]
+    pub held_until: ::core::option::Option<::prost_types::Timestamp>,
 }
 #[allow(clippy::derive_partial_eq_without_eq)]
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -90,6 +107,16 @@ pub struct EnqueueResponse {
     /// Empty for an enqueue without a key.
     #[prost(string, tag="7")]
     pub idempotency_key: ::prost::alloc::string::String,
+    /// On a queue with when_running = "run_again", a hit whose original was
+    /// running created this follow-up (job_id, deduplicated = false), which
+    /// runs once the job named here has ended.
+    #[prost(string, tag="8")]
+    pub follows_job_id: ::prost::alloc::string::String,
+    /// A \[[queues.rules]\] rule with action = "delay" found its window full:
+    /// the job was accepted and runs at this time, the first moment the
+    /// window has room.
+    #[prost(message, optional, tag="9")]
+    pub delayed_until: ::core::option::Option<::prost_types::Timestamp>,
 }
 #[allow(clippy::derive_partial_eq_without_eq)]
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -285,6 +312,43 @@ impl JobState {
         }
     }
 }
+/// JobHold is what holds back a job whose run-at has come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum JobHold {
+    Unspecified = 0,
+    /// A follow-up waiting for the running job it follows to end.
+    FollowUp = 1,
+    /// Its concurrency key has limit jobs reserved (or, with ordered, an
+    /// earlier job of the key has not finished).
+    Concurrency = 2,
+    /// Its rate key had limit jobs reserved within the period.
+    Rate = 3,
+}
+impl JobHold {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            JobHold::Unspecified => "JOB_HOLD_UNSPECIFIED",
+            JobHold::FollowUp => "JOB_HOLD_FOLLOW_UP",
+            JobHold::Concurrency => "JOB_HOLD_CONCURRENCY",
+            JobHold::Rate => "JOB_HOLD_RATE",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "JOB_HOLD_UNSPECIFIED" => Some(Self::Unspecified),
+            "JOB_HOLD_FOLLOW_UP" => Some(Self::FollowUp),
+            "JOB_HOLD_CONCURRENCY" => Some(Self::Concurrency),
+            "JOB_HOLD_RATE" => Some(Self::Rate),
+            _ => None,
+        }
+    }
+}
 #[allow(clippy::derive_partial_eq_without_eq)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ListQueuesRequest {
@@ -317,6 +381,15 @@ pub struct QueueInfo {
     pub dedup_records: i64,
     #[prost(bool, tag="9")]
     pub paused: bool,
+    /// Jobs whose run-at has come that are held back (counted in scheduled):
+    /// follow-ups waiting for the job they follow, and jobs held by their
+    /// key's \[queues.concurrency\] or \[queues.rate\].
+    #[prost(int64, tag="10")]
+    pub held_follow_up: i64,
+    #[prost(int64, tag="11")]
+    pub held_concurrency: i64,
+    #[prost(int64, tag="12")]
+    pub held_rate: i64,
 }
 #[allow(clippy::derive_partial_eq_without_eq)]
 #[derive(Clone, PartialEq, ::prost::Message)]
