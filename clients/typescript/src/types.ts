@@ -129,11 +129,12 @@ export interface Job {
   /** A waiting follow-up (`when_running = "run_again"`): the job whose end it waits for. Absent otherwise. */
   followsJobId?: string;
   /**
-   * The job's key under its queue's `[queues.concurrency]`, on queues that
-   * have one (JSON of the key fields' values; `""` for a whole-queue limit).
+   * The job's key under its queue's `[queues.concurrency]`: JSON of the key
+   * fields' values. Absent on queues without one, and where the limit is the
+   * whole queue's (no key fields).
    */
   concurrencyKey?: string;
-  /** The job's key under its queue's `[queues.rate]`, on queues that have one. */
+  /** The job's key under its queue's `[queues.rate]`, as `concurrencyKey` is. */
   rateKey?: string;
   /** What holds back the job although its run-at has come; absent when nothing does. */
   heldBy?: JobHold;
