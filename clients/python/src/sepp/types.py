@@ -278,9 +278,9 @@ class Job:
         follows_job_id: a waiting follow-up (``when_running = "run_again"``):
             the job whose end it waits for; None otherwise.
         concurrency_key, rate_key: the job's keys under its queue's
-            ``[queues.concurrency]`` and ``[queues.rate]`` (JSON of the key
-            fields' values; ``""`` for a whole-queue limit); None on queues
-            without them.
+            ``[queues.concurrency]`` and ``[queues.rate]``: JSON of the key
+            fields' values. None on queues without them, and where the limit
+            is the whole queue's (no key fields).
         held_by: what holds the job back although its run-at has come, or
             None when nothing does. A waiting follow-up is SCHEDULED with
             ``JobHold.FOLLOW_UP``.
