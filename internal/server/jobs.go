@@ -9,6 +9,7 @@ import (
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/internal/store"
+	"github.com/sepp-dev/sepp/internal/store/storerule"
 )
 
 func (j *jobService) GetJob(ctx context.Context, req *seppv1.GetJobRequest) (*seppv1.GetJobResponse, error) {
@@ -85,11 +86,7 @@ func (j *jobService) ReleaseIdempotencyKey(ctx context.Context, req *seppv1.Rele
 // jobToProto converts a stored job; a scheduled job whose run-at has passed
 // at now is reported as available, unless it is held (a waiting follow-up).
 func jobToProto(j *store.Job, now time.Time) *seppv1.Job {
-	waits := j.FollowsJobID != (store.JobID{})
-	state := j.State
-	if state == store.JobStateScheduled && !j.RunAt.After(now) && !waits {
-		state = store.JobStateAvailable
-	}
+	state := storerule.VisibleState(j.State, j.RunAt.UnixMicro(), now.UnixMicro(), j.Hold != store.HoldNone)
 	p := &seppv1.Job{
 		JobId:          formatJobID(j.ID),
 		Queue:          j.Queue,
@@ -109,10 +106,13 @@ func jobToProto(j *store.Job, now time.Time) *seppv1.Job {
 	if !j.FinalizedAt.IsZero() {
 		p.FinalizedAt = timestamppb.New(j.FinalizedAt)
 	}
-	if waits {
+	if j.FollowsJobID != (store.JobID{}) {
 		p.FollowsJobId = formatJobID(j.FollowsJobID)
-		p.HeldBy = seppv1.JobHold_JOB_HOLD_FOLLOW_UP
 	}
+	if j.HasConcurrency {
+		p.ConcurrencyKey = j.ConcurrencyKey
+	}
+	p.HeldBy = seppv1.JobHold(j.Hold)
 	return p
 }
 

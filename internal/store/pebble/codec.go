@@ -273,6 +273,9 @@ func (r *record) job() (*store.Job, error) {
 	}
 	j.Headers = h
 	j.Hold = r.hold()
+	if j.Hold != store.HoldNone {
+		j.State = store.JobStateScheduled
+	}
 	if r.Conc != nil {
 		j.ConcurrencyKey, j.HasConcurrency = r.Conc.Key, true
 	}

@@ -37,8 +37,10 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 		}
 		return rows.Err()
 	}
-	if err := each(`SELECT queue, CASE WHEN state = 1 AND run_at <= $1 AND follows IS NULL THEN 2 ELSE state END,
- CASE WHEN follows IS NOT NULL AND state IN (1, 2) THEN `+fmt.Sprint(int(store.HoldFollowUp))+` ELSE 0 END, count(*)
+	if err := each(`SELECT queue, CASE WHEN state IN (1, 2) AND (follows IS NOT NULL OR waiting) THEN 1
+  WHEN state = 1 AND run_at <= $1 THEN 2 ELSE state END,
+ CASE WHEN state NOT IN (1, 2) THEN 0 WHEN follows IS NOT NULL THEN `+fmt.Sprint(int(store.HoldFollowUp))+`
+  WHEN waiting THEN `+fmt.Sprint(int(store.HoldConcurrency))+` ELSE 0 END, count(*)
  FROM sepp_jobs GROUP BY 1, 2, 3`, []any{now}, func(r pgx.Rows) error {
 		var name string
 		var state, hold int16
@@ -102,9 +104,9 @@ func (s *Store) ListJobs(ctx context.Context, p *store.ListJobsParams) ([]*store
 	switch p.State {
 	case 0:
 	case store.JobStateAvailable:
-		where = append(where, "(state = 2 OR (state = 1 AND run_at <= "+arg(now)+" AND follows IS NULL))")
+		where = append(where, "(state = 2 OR (state = 1 AND run_at <= "+arg(now)+")) AND follows IS NULL AND NOT waiting")
 	case store.JobStateScheduled:
-		where = append(where, "state = 1 AND (run_at > "+arg(now)+" OR follows IS NOT NULL)")
+		where = append(where, "((state = 1 AND run_at > "+arg(now)+") OR (state IN (1, 2) AND (follows IS NOT NULL OR waiting)))")
 	default:
 		where = append(where, "state = "+arg(int16(p.State)))
 	}

@@ -27,9 +27,10 @@ func isDeadlock(err error) bool {
 func pgID(id store.JobID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
 
 const jobColumns = `id, queue, job_type, payload, idempotency_key, priority, run_at, max_attempts, attempts,
- headers, state, created_at, finalized_at, result, last_error, follows`
+ headers, state, created_at, finalized_at, result, last_error, follows, ckey, waiting`
 
-func scanJob(row pgx.Row) (*store.Job, error) {
+// scanJob scans the jobColumns of row, then into extra, if any.
+func scanJob(row pgx.Row, extra ...any) (*store.Job, error) {
 	var (
 		j                    store.Job
 		id                   pgtype.UUID
@@ -39,9 +40,11 @@ func scanJob(row pgx.Row) (*store.Job, error) {
 		lastError            *string
 		state                int16
 		follows              pgtype.UUID
+		ckey                 *string
+		waiting              bool
 	)
-	if err := row.Scan(&id, &j.Queue, &j.JobType, &j.Payload, &key, &j.Priority, &runAt, &j.MaxAttempts,
-		&j.Attempts, &headers, &state, &createdAt, &finalizedAt, &result, &lastError, &follows); err != nil {
+	if err := row.Scan(append([]any{&id, &j.Queue, &j.JobType, &j.Payload, &key, &j.Priority, &runAt, &j.MaxAttempts,
+		&j.Attempts, &headers, &state, &createdAt, &finalizedAt, &result, &lastError, &follows, &ckey, &waiting}, extra...)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, store.ErrJobNotFound
 		}
@@ -64,6 +67,20 @@ func scanJob(row pgx.Row) (*store.Job, error) {
 		j.FinalizedAt = fromMicros(*finalizedAt)
 	}
 	j.State = store.JobState(state)
+	if ckey != nil {
+		j.ConcurrencyKey, j.HasConcurrency = *ckey, true
+	}
+	if !j.State.Finalized() {
+		switch {
+		case follows.Valid:
+			j.Hold = store.HoldFollowUp
+		case waiting:
+			j.Hold = store.HoldConcurrency
+		}
+	}
+	if j.Hold != store.HoldNone {
+		j.State = store.JobStateScheduled
+	}
 	j.Result = result
 	if lastError != nil {
 		j.LastError = *lastError
@@ -293,12 +310,57 @@ func (c *claims) write(ctx context.Context, tx pgx.Tx) error {
 	for q := range announce {
 		queueNotifyJobs(b, q)
 	}
+	admitted := arrive(b, c.New)
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
 	}
-	return copyJobs(ctx, tx, c.New)
+	return copyJobs(ctx, tx, c.New, admitted)
+}
+
+// arriveSQL admits up to $4 jobs arriving at the ordered concurrency key
+// ($1, $2) with limit $3, when none waits before them, counts the rest
+// waiting, and returns how many it admitted. The key's row is locked until
+// the enqueue commits, so enqueues of one key on any node take their turns.
+const arriveSQL = `UPDATE sepp_concurrency c SET active = c.active + x.adm, waiting = c.waiting + $4 - x.adm
+ FROM (SELECT CASE WHEN waiting = 0 THEN LEAST(GREATEST($3 - active, 0), $4) ELSE 0 END AS adm
+  FROM sepp_concurrency WHERE queue = $1 AND key = $2 FOR UPDATE) x
+ WHERE c.queue = $1 AND c.key = $2 RETURNING x.adm`
+
+// arrive queues on b the admission of the new ordered jobs, which arrive
+// at their concurrency keys in the order given (storerule.Admits), keys in
+// order so that enqueues do not deadlock, and returns, filled once b has
+// run, how many of each key's jobs were admitted: its first ones. A
+// follow-up arrives when it stops waiting, in the trigger that releases it.
+func arrive(b *pgx.Batch, jobs []*storerule.Job) map[storerule.Key]*int64 {
+	var keys []storerule.Key
+	n := map[storerule.Key]int64{}
+	limit := map[storerule.Key]int{}
+	for _, j := range jobs {
+		if c := j.Concurrency; c != nil && c.Ordered && j.Follows == (store.JobID{}) {
+			k := storerule.Key{Queue: j.Queue, Key: c.Key}
+			if n[k] == 0 {
+				keys = append(keys, k)
+			}
+			n[k]++
+			limit[k] = c.Limit
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.SortFunc(keys, func(a, b storerule.Key) int {
+		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Key, b.Key))
+	})
+	admitted := map[storerule.Key]*int64{}
+	for _, k := range keys {
+		adm := new(int64)
+		admitted[k] = adm
+		b.Queue(`INSERT INTO sepp_concurrency (queue, key) VALUES ($1, $2) ON CONFLICT DO NOTHING`, k.Queue, k.Key)
+		b.Queue(arriveSQL, k.Queue, k.Key, limit[k], n[k]).QueryRow(func(row pgx.Row) error { return row.Scan(adm) })
+	}
+	return admitted
 }
 
 // writeRecord queues on b the write that leaves the row of a claimed key as
@@ -322,13 +384,28 @@ func (c *claims) writeRecord(b *pgx.Batch, ck claimedKey) {
 	}
 }
 
-// copyJobs copies the new jobs in.
-func copyJobs(ctx context.Context, tx pgx.Tx, jobs []*storerule.Job) error {
+// copyJobs copies the new jobs in; admitted says how many of the first
+// ordered jobs of each concurrency key took a slot (arrive), the others
+// wait.
+func copyJobs(ctx context.Context, tx pgx.Tx, jobs []*storerule.Job, admitted map[storerule.Key]*int64) error {
 	if len(jobs) == 0 {
 		return nil
 	}
 	rows := make([][]any, len(jobs))
 	for i, j := range jobs {
+		var ckey *string
+		var climit *int32
+		var ordered, slot, waiting bool
+		if c := j.Concurrency; c != nil {
+			ckey, ordered = &c.Key, c.Ordered
+			l := int32(c.Limit)
+			climit = &l
+			if adm := admitted[storerule.Key{Queue: j.Queue, Key: c.Key}]; adm != nil && ordered && j.Follows == (store.JobID{}) {
+				slot = *adm > 0
+				waiting = !slot
+				*adm--
+			}
+		}
 		var key []byte
 		if j.Keyed {
 			key = []byte(j.Key)
@@ -338,10 +415,12 @@ func copyJobs(ctx context.Context, tx pgx.Tx, jobs []*storerule.Job) error {
 			follows = pgID(j.Follows)
 		}
 		rows[i] = []any{pgID(j.ID), j.Queue, j.JobType, j.Payload, key, j.Priority, j.RunAt,
-			j.MaxAttempts, j.Headers, int16(j.State), j.CreatedAt, int16(j.ReleaseKeyOn), follows}
+			j.MaxAttempts, j.Headers, int16(j.State), j.CreatedAt, int16(j.ReleaseKeyOn), follows,
+			ckey, climit, ordered, slot, waiting}
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"sepp_jobs"}, []string{"id", "queue", "job_type", "payload",
-		"idempotency_key", "priority", "run_at", "max_attempts", "headers", "state", "created_at", "release_key_on", "follows"},
+		"idempotency_key", "priority", "run_at", "max_attempts", "headers", "state", "created_at", "release_key_on", "follows",
+		"ckey", "climit", "cordered", "slot", "waiting"},
 		pgx.CopyFromRows(rows))
 	return err
 }
@@ -397,7 +476,7 @@ func (s *Store) LookupDedup(ctx context.Context, p *store.LookupDedupParams) (*s
 		state          *int16
 	)
 	err := s.pool.QueryRow(ctx, `SELECT d.job_id, d.first_enqueued_at, d.expires_at, d.fingerprint, d.hits,
- CASE WHEN j.state = 1 AND j.run_at <= $3 AND j.follows IS NULL THEN 2 ELSE j.state END, j.result
+ CASE WHEN j.state IN (1, 2) AND (j.follows IS NOT NULL OR j.waiting) THEN 1 WHEN j.state = 1 AND j.run_at <= $3 THEN 2 ELSE j.state END, j.result
  FROM sepp_dedup d LEFT JOIN sepp_jobs j ON j.id = d.job_id
  WHERE d.queue = $1 AND d.key = $2 AND d.expires_at > $3`, p.Queue, []byte(p.Key), now).
 		Scan(&id, &first, &expires, &fp, &l.Record.Hits, &state, &l.Result)

@@ -38,10 +38,14 @@ func AfterFail(p *store.FailParams, queue string, attempts, maxAttempts int32) (
 }
 
 // VisibleState is the state a stored job is reported in at now: a scheduled
-// job whose run-at has passed is available, unless it waits (a follow-up
-// whose original has not ended).
+// job whose run-at has passed is available, unless it waits (held: a
+// follow-up whose original has not ended, a job waiting for a slot of its
+// concurrency key), which is scheduled whatever its run-at.
 func VisibleState(state store.JobState, runAt, now int64, waits bool) store.JobState {
-	if state == store.JobStateScheduled && runAt <= now && !waits {
+	if waits && (state == store.JobStateScheduled || state == store.JobStateAvailable) {
+		return store.JobStateScheduled
+	}
+	if state == store.JobStateScheduled && runAt <= now {
 		return store.JobStateAvailable
 	}
 	return state

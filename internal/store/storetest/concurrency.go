@@ -42,7 +42,7 @@ func testConcurrencyLimit(t *testing.T, s store.Store) {
 	got := reserve(t, s, t0, 10, "acct")
 	wantReserved(t, got, a[0].JobID, a[1].JobID, b[0].JobID, b[1].JobID)
 	wantReserved(t, reserve(t, s, t0, 10, "acct"))
-	if j := getJob(t, s, a[2].JobID); j.Hold != store.HoldConcurrency || j.State != store.JobStateAvailable || !j.HasConcurrency || j.ConcurrencyKey != "A" {
+	if j := getJob(t, s, a[2].JobID); j.Hold != store.HoldConcurrency || j.State != store.JobStateScheduled || !j.HasConcurrency || j.ConcurrencyKey != "A" {
 		t.Fatalf("a job waiting for a slot: %+v", j)
 	}
 	qs, err := s.ListQueues(context.Background(), &store.ListQueuesParams{Now: t0})

@@ -1,0 +1,152 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sepp-dev/sepp/internal/store"
+)
+
+// RunFlowNodes runs the per-key flow control cases on three stores that
+// share their data, as three nodes on one database: open returns them.
+func RunFlowNodes(t *testing.T, open func(t *testing.T) [3]store.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, n [3]store.Store)
+	}{
+		{"FollowUpAcrossNodes", testFollowUpAcrossNodes},
+		{"ConcurrencyAcrossNodes", testConcurrencyAcrossNodes},
+		{"RuleLimitAcrossNodes", testRuleLimitAcrossNodes},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			nodes := open(t)
+			for _, s := range nodes {
+				t.Cleanup(func() {
+					if err := s.Close(); err != nil {
+						t.Errorf("Close: %v", err)
+					}
+				})
+			}
+			tt.fn(t, nodes)
+		})
+	}
+}
+
+// testFollowUpAcrossNodes: a follow-up created on one node, of a job
+// reserved on another, becomes deliverable on a third when the original
+// completes on the second; concurrent triggers on all three nodes make one
+// follow-up.
+func testFollowUpAcrossNodes(t *testing.T, n [3]store.Store) {
+	orig := enqueueOne(t, n[0], t0, again("x"))
+	got := reserve(t, n[1], t0, 1, "sync")
+	wantReserved(t, got, orig.JobID)
+	var wg sync.WaitGroup
+	res := make([]store.EnqueueResult, 30)
+	for i := range res {
+		wg.Go(func() { res[i] = enqueueOne(t, n[i%3], t0.Add(time.Second), again("x")) })
+	}
+	wg.Wait()
+	created := 0
+	var follow store.JobID
+	for _, r := range res {
+		if !r.Deduplicated {
+			created++
+			follow = r.JobID
+			if r.FollowsJobID != orig.JobID {
+				t.Fatalf("created job is no follow-up of %x: %+v", orig.JobID, r)
+			}
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d follow-ups from concurrent triggers on three nodes, want 1", created)
+	}
+	wantReserved(t, reserve(t, n[2], t0.Add(2*time.Second), 10, "sync"))
+	completeOne(t, n[1], t0.Add(2*time.Second), got[0])
+	wantReserved(t, reserve(t, n[2], t0.Add(3*time.Second), 10, "sync"), follow)
+}
+
+// testConcurrencyAcrossNodes: three nodes reserving and completing in a
+// loop never hold more than the limit (1) of a key at once, and with
+// ordered deliver its jobs in enqueue order.
+func testConcurrencyAcrossNodes(t *testing.T, n [3]store.Store) {
+	for _, ordered := range []bool{false, true} {
+		key := fmt.Sprint("k-", ordered)
+		const total = 45
+		var want []store.JobID
+		for i := range total {
+			want = append(want, enqueueOne(t, n[i%3], t0, gated(key, 1, ordered)).JobID)
+		}
+		var held, peak, done atomic.Int64
+		var mu sync.Mutex
+		var order []store.JobID
+		var wg sync.WaitGroup
+		for w := range 6 {
+			s := n[w%3]
+			wg.Go(func() {
+				for done.Load() < total {
+					rs, err := s.Reserve(context.Background(), &store.ReserveParams{Queues: []string{"acct"}, WorkerID: fmt.Sprint(w), Max: 2, Lease: time.Hour, Now: t0})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, r := range rs {
+						if h := held.Add(1); h > peak.Load() {
+							peak.Store(h)
+						}
+						mu.Lock()
+						order = append(order, r.Job.ID)
+						mu.Unlock()
+						held.Add(-1)
+						if err := complete(s, r.Job.ID, r.LeaseToken, nil, t0); err != nil {
+							t.Error(err)
+						}
+						done.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if p := peak.Load(); p > 1 {
+			t.Fatalf("ordered=%v: %d jobs of one key held at once across nodes, limit 1", ordered, p)
+		}
+		if len(order) != total {
+			t.Fatalf("ordered=%v: %d deliveries, want %d", ordered, len(order), total)
+		}
+		if ordered {
+			for i := range want {
+				if order[i] != want[i] {
+					t.Fatalf("ordered: delivery %d is %x, want %x", i, order[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// testRuleLimitAcrossNodes: concurrent enqueues on three nodes under one
+// rule key with limit 4 create exactly 4 jobs.
+func testRuleLimitAcrossNodes(t *testing.T, n [3]store.Store) {
+	var created atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Go(func() {
+			res, err := n[i%3].EnqueueBatch(context.Background(), &store.EnqueueBatchParams{Now: t0, Jobs: []store.EnqueueJob{limited("a", 4, false)}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if res[0].Err == nil {
+				created.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if c := created.Load(); c != 4 {
+		t.Fatalf("%d created across three nodes, want 4", c)
+	}
+}
