@@ -31,6 +31,13 @@ key_fields = ["/account"]
 window_ms = 60000
 limit = 2
 action = "delay"
+
+[[queues]]
+name = "accounts"
+[queues.concurrency]
+key_fields = ["/account"]
+limit = 1
+ordered = true
 `
 
 // TestRunAgain: a trigger while the job runs creates one follow-up, named
@@ -112,5 +119,44 @@ func TestRuleLimitAndDelay(t *testing.T) {
 	}
 	if j, err := c.GetJob(ctx, acks[2].JobID); err != nil || !j.RunAt.Equal(acks[2].DelayedUntil) || j.State != sepp.JobStateScheduled {
 		t.Fatalf("the delayed job: %+v %v", j, err)
+	}
+}
+
+// TestConcurrencyPerKey: with [queues.concurrency] limit 1, a worker gets
+// one job per account at a time, in enqueue order; the waiting ones say
+// what holds them; completing one hands over the next.
+func TestConcurrencyPerKey(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{Config: flowConfig})
+	c := connect(t, srv, sepp.Config{})
+	ctx := context.Background()
+	var a []*sepp.Ack
+	for _, acct := range []string{"a", "a", "b", "a"} {
+		ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "accounts", JobType: "charge", Payload: []byte(`{"account":"` + acct + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a = append(a, ack)
+	}
+	rs, err := c.Reserve(ctx, sepp.ReserveRequest{Queues: []string{"accounts"}, MaxJobs: 10})
+	if err != nil || len(rs) != 2 || rs[0].Job.ID != a[0].JobID || rs[1].Job.ID != a[2].JobID {
+		t.Fatalf("reserve: %v %+v, want the first job of each account", err, rs)
+	}
+	j, err := c.GetJob(ctx, a[1].JobID)
+	if err != nil || j.HeldBy != sepp.JobHoldConcurrency || j.ConcurrencyKey != `["a"]` || j.State != sepp.JobStateScheduled {
+		t.Fatalf("a job waiting for its account: %+v %v", j, err)
+	}
+	if err := c.Complete(ctx, rs[0].Job.ID, rs[0].LeaseToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	rs, err = c.Reserve(ctx, sepp.ReserveRequest{Queues: []string{"accounts"}, MaxJobs: 10, Wait: 10 * time.Second})
+	if err != nil || len(rs) != 1 || rs[0].Job.ID != a[1].JobID {
+		t.Fatalf("after the first completed: %v %+v, want the second of account a", err, rs)
+	}
+	// A payload without the field is refused, naming it.
+	_, err = c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "accounts", JobType: "charge", Payload: []byte(`{}`)})
+	var se *sepp.Error
+	if !errors.As(err, &se) || se.Reason != "INVALID_FIELD" || se.Metadata["pointer"] != "/account" {
+		t.Fatalf("no account field: %v", err)
 	}
 }

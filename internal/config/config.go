@@ -250,7 +250,28 @@ type QueueConfig struct {
 	// WhenRunning is what a keyed enqueue gets when the job its key names
 	// is running (reserved). Default (""): WhenRunningReturnOriginal.
 	WhenRunning WhenRunning `toml:"when_running"`
+	// Concurrency, when set ([queues.concurrency]), bounds how many jobs
+	// of one key are reserved at once.
+	Concurrency *ConcurrencyConfig `toml:"concurrency"`
 }
+
+// ConcurrencyConfig is a queue's [queues.concurrency] table.
+type ConcurrencyConfig struct {
+	// KeyFields are the JSON pointers whose values make a job's
+	// concurrency key, as key_fields make an idempotency key. Default
+	// (empty): one key for the whole queue.
+	KeyFields []string `toml:"key_fields"`
+	// Limit is how many jobs of one key may be reserved at once. Default
+	// (0): 1.
+	Limit int `toml:"limit"`
+	// Ordered delivers the jobs of one key in enqueue order: a job waiting
+	// for its retry holds the later ones until it completes, dies or is
+	// cancelled. Default false.
+	Ordered bool `toml:"ordered"`
+}
+
+// ResolvedLimit is Limit with its default.
+func (c *ConcurrencyConfig) ResolvedLimit() int { return max(c.Limit, 1) }
 
 // WhenRunning is a queue's answer to a dedup hit on a running job.
 type WhenRunning string
@@ -269,6 +290,9 @@ const (
 // maxRuleLimit bounds a rule's limit: a rule key's record keeps the time of
 // each of its last limit jobs.
 const maxRuleLimit = 10000
+
+// maxConcurrencyLimit bounds [queues.concurrency] limit.
+const maxConcurrencyLimit = 1000000
 
 // RuleAction is what a rule does with a job that finds its window full.
 type RuleAction string
@@ -509,6 +533,9 @@ func (q QueueConfig) DedupPolicy() string {
 	}
 	if q.WhenRunning == WhenRunningRunAgain {
 		parts = append(parts, "when_running="+string(q.WhenRunning))
+	}
+	if c := q.Concurrency; c != nil {
+		add("concurrency", map[string]any{"key_fields": c.KeyFields, "limit": c.ResolvedLimit(), "ordered": c.Ordered})
 	}
 	return strings.Join(parts, " ")
 }

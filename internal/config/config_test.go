@@ -664,6 +664,10 @@ func TestSpecsMatchStructs(t *testing.T) {
 			switch f.Type.Kind() {
 			case reflect.Struct:
 				walk(p, f.Type)
+			case reflect.Pointer:
+				if f.Type.Elem().Kind() == reflect.Struct {
+					walk(p, f.Type.Elem())
+				}
 			case reflect.Slice:
 				if f.Type.Elem().Kind() == reflect.Struct {
 					walk(p+"[]", f.Type.Elem())

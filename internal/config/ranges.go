@@ -49,6 +49,7 @@ var intRanges = map[string]intRange{
 	"queues[].debounce_max_wait_ms": {1, MaxMs},
 	"queues[].rules[].window_ms":    {1, MaxMs},
 	"queues[].rules[].limit":        {1, maxRuleLimit},
+	"queues[].concurrency.limit":    {1, maxConcurrencyLimit},
 
 	"webhooks[].max_body_bytes":                   {1, 256 << 20},
 	"webhooks[].signature.timestamp_tolerance_ms": {1, MaxMs},

@@ -49,6 +49,9 @@ func intKeyDoc(p string, value string) (string, int) {
 			}
 		}
 		return doc + kv, strings.Count(doc, "\n") + 1
+	case "queues[].concurrency":
+		doc := "[[queues]]\nname = \"q\"\n[queues.concurrency]\n"
+		return doc + kv, 4
 	case "queues[].rules[]":
 		doc := "[[queues]]\nname = \"q\"\n[[queues.rules]]\nname = \"r\"\nkey_fields = [\"/a\"]\n"
 		if name != "window_ms" {

@@ -143,6 +143,10 @@ var specs = []keySpec{
 	{"queues[].rules[].window_ms", kindInt, "the rule's window, in milliseconds; required"},
 	{"queues[].rules[].limit", kindInt, "how many jobs with one rule key may be created within any window; default 1"},
 	{"queues[].rules[].action", kindString, `what a job that finds the window full gets, "reject" (DEDUP_RULE_VIOLATED) or "delay" (scheduled for the first moment the window has room); default "reject"`},
+	{"queues[].concurrency", kindTable, "per-key concurrency: the [queues.concurrency] section"},
+	{"queues[].concurrency.key_fields", kindStringList, `JSON pointers into the payload that make a job's concurrency key, like ["/account"]; default: one key for the whole queue`},
+	{"queues[].concurrency.limit", kindInt, "how many jobs of one key may be reserved at once; default 1"},
+	{"queues[].concurrency.ordered", kindBool, "true delivers the jobs of one key in enqueue order, a job waiting for its retry holding the later ones; default false"},
 	{"queues[].when_running", kindString, `what a keyed enqueue gets while the job its key names runs, "return_original" or "run_again" (one follow-up job that runs after it); default "return_original"`},
 
 	{"auth", kindTable, "the [auth] section: the tokens calls must carry"},

@@ -120,6 +120,15 @@ func (c *Config) validate(file string, org origins) error {
 		if q.WhenRunning != "" && q.WhenRunning != WhenRunningReturnOriginal && q.WhenRunning != WhenRunningRunAgain {
 			v.bad(p+".when_running", fmt.Sprintf("must be %q or %q, got %q", WhenRunningReturnOriginal, WhenRunningRunAgain, q.WhenRunning))
 		}
+		if c := q.Concurrency; c != nil {
+			if c.Limit < 0 || (c.Limit == 0 && v.has(p+".concurrency.limit")) || c.Limit > maxConcurrencyLimit {
+				v.bad(p+".concurrency.limit", fmt.Sprintf("must be between 1 and %d: how many jobs of one key may be reserved at once, got %d", maxConcurrencyLimit, c.Limit))
+			}
+			if v.has(p+".concurrency.key_fields") && len(c.KeyFields) == 0 {
+				v.fail(p+".concurrency.key_fields", `is empty; list JSON pointers like ["/account"], or leave key_fields out for one key for the whole queue`)
+			}
+			v.pointers(p+".concurrency.key_fields", c.KeyFields)
+		}
 		if q.WhenRunning == WhenRunningRunAgain && q.OnDuplicate == OnDuplicateReject {
 			v.fail(p+".when_running", `"run_again" cannot be set with on_duplicate = "reject": a hit on the waiting follow-up would be refused; use "return_original", "replace" or "debounce"`)
 		}

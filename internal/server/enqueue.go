@@ -308,12 +308,25 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 		Rules:           rules,
 		RunAgain:        qc.WhenRunning == config.WhenRunningRunAgain,
 	}
+	if c := qc.Concurrency; c != nil {
+		job.Concurrency = &store.ConcurrencyKey{Limit: c.ResolvedLimit(), Ordered: c.Ordered}
+		if len(c.KeyFields) > 0 {
+			k, aerr := deriveKey(req.GetPayload(), c.KeyFields, concurrencyRule)
+			if aerr != nil {
+				return job, aerr
+			}
+			job.Concurrency.Key = k
+		}
+	}
 	return job, nil
 }
 
+// concurrencyRule is the name deriveKey's errors give [queues.concurrency].
+const concurrencyRule = "\x00concurrency"
+
 // deriveKey derives a key from payload fields: the queue's key_fields, or
-// (rule not empty) a rule's. A payload without them is INVALID_FIELD
-// naming the pointer.
+// (rule not empty) a rule's, or (concurrencyRule) the concurrency key's. A
+// payload without them is INVALID_FIELD naming the pointer.
 func deriveKey(payload []byte, fields []string, rule string) (string, *apiError) {
 	k, err := jsonkey.Derive(payload, fields)
 	if err == nil {
@@ -333,12 +346,16 @@ func deriveKey(payload []byte, fields []string, rule string) (string, *apiError)
 		if fe.Pointer != "" {
 			field = fmt.Sprintf("field %q", fe.Pointer)
 		}
+		source := fmt.Sprintf("rule %q", rule)
+		if rule == concurrencyRule {
+			source = "[queues.concurrency]"
+		}
 		e = newError(connect.CodeInvalidArgument, ReasonInvalidField,
-			"rule %q: %s: %s; the rule reads key_fields %q from every job's payload, so each job of the queue needs a JSON object holding them",
-			rule, field, what, fields)
+			"%s: %s: %s; it reads key_fields %q from every job's payload, so each job of the queue needs a JSON object holding them",
+			source, field, what, fields)
 	}
 	e.metadata = map[string]string{"field": "payload", "pointer": fe.Pointer}
-	if rule != "" {
+	if rule != "" && rule != concurrencyRule {
 		e.metadata["rule"] = rule
 	}
 	return "", e
