@@ -1,4 +1,6 @@
-// Display helpers: payloads as pretty JSON, text or hex; dates; states.
+// Display helpers: payloads as pretty JSON, text or hex; dates; states;
+// what holds a job back.
+import type { Job } from "sepp/browser";
 
 export type Rendered = { kind: "json" | "text" | "hex" | "empty"; text: string };
 
@@ -39,6 +41,33 @@ export function ago(d: Date | undefined, now = Date.now()): string {
   const v = a < 60 ? `${a}s` : a < 3600 ? `${Math.round(a / 60)}m` : a < 86400 ? `${Math.round(a / 3600)}h` : `${Math.round(a / 86400)}d`;
   return s <= 0 ? `${v} ago` : `in ${v}`;
 }
+
+/** A piece of the sentence that says what holds a job back: text, or a job to link to. */
+export type HoldPart = string | { job: string };
+
+/**
+ * What holds back a job whose run-at has come, as the job page says it
+ * ("waiting for job X to end", "concurrency key K at its limit", "rate key
+ * K, until T"); undefined when nothing holds it.
+ */
+export function holdParts(j: Pick<Job, "heldBy" | "followsJobId" | "concurrencyKey" | "rateKey" | "heldUntil">): HoldPart[] | undefined {
+  switch (j.heldBy) {
+    case "follow_up":
+      return j.followsJobId ? ["waiting for job ", { job: j.followsJobId }, " to end"] : ["waiting for the job it follows to end"];
+    case "concurrency":
+      return [j.concurrencyKey ? `concurrency key ${j.concurrencyKey} at its limit` : "the queue's concurrency limit"];
+    case "rate":
+      return [(j.rateKey ? `rate key ${j.rateKey}` : "the queue's rate") + (j.heldUntil ? `, until ${fmtDate(j.heldUntil)}` : "")];
+  }
+  return undefined;
+}
+
+/** The held counts of a queue (ListQueues), by hold, as the Queues page labels them. */
+export const HOLDS = [
+  ["follow_up", "heldFollowUp", "held: follow-up"],
+  ["concurrency", "heldConcurrency", "held: concurrency"],
+  ["rate", "heldRate", "held: rate"],
+] as const;
 
 export const STATES = ["available", "scheduled", "reserved", "completed", "dead", "cancelled"] as const;
 export type ListState = (typeof STATES)[number];

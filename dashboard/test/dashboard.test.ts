@@ -1,7 +1,8 @@
 // The dashboard in headless Chromium (Debian's /usr/bin/chromium, driven by
 // playwright-core) against a real `sepp serve`, which serves the dashboard
 // under /ui/ from the files embedded in the binary. The jobs are made with
-// the TypeScript client, one in every state; the test opens every page,
+// the TypeScript client, one in every state, and a follow-up held back on a
+// run_again queue; the test opens every page,
 // checks what it shows, requeues the dead job through the UI and checks
 // with the client that the server did it.
 //
@@ -76,10 +77,16 @@ async function openPage(width = 1280, height = 800): Promise<Page> {
 before(async () => {
   // Q derives the key of an enqueue that gives none from its payload's
   // /account and /amount; every other enqueue here gives its key.
+  // "sync" runs a key again when it is enqueued while its job runs: the
+  // follow-up waits, held back, for the job page to show.
   server = await TestServer.start(`
 [[queues]]
 name = "${Q}"
 key_fields = ["/account", "/amount"]
+
+[[queues]]
+name = "sync"
+when_running = "run_again"
 `);
   client = await SeppClient.connect(server.addr);
   browser = await chromium.launch({
@@ -247,6 +254,46 @@ test("Job shows the payload as pretty JSON, headers, the dedup record and a time
   await page.getByTestId("confirm").click();
   await until("cancelled on the page", async () => (await text(page, ".fields .badge")) === "cancelled");
   assert.equal((await client.getJob(ids["live"]!)).state, "cancelled");
+  await page.close();
+});
+
+test("a waiting follow-up says what holds it back and links the job it follows; its queue counts it", async () => {
+  const req = { queue: "sync", jobType: "rebuild", idempotencyKey: "cache" };
+  const first = await client.enqueue(req);
+  const [running] = await client.reserve({ queues: ["sync"], maxJobs: 1, leaseMs: 600_000, waitMs: 1000 });
+  assert.equal(running?.job.jobId, first.jobId);
+  const follow = await client.enqueue(req);
+  assert.equal(follow.followsJobId, first.jobId);
+
+  const page = await openPage();
+  await page.goto(`${server.addr}/ui/#/queues`);
+  await until("the held follow-up count", async () => (await text(page, `[data-queue="sync"] [data-held="follow_up"] dd`)) === "1");
+  assert.equal(await page.locator(`[data-queue="sync"] [data-held]`).count(), 1, "only the holds that hold a job are shown");
+  assert.equal(await page.locator(`[data-queue="${Q}"] [data-held]`).count(), 0);
+
+  await page.goto(`${server.addr}/ui/#/jobs?queue=sync`);
+  await until("the follow-up, marked held", async () => (await page.locator(`tr[data-job="${follow.jobId}"] .badge.held`).count()) === 1);
+  assert.equal(await page.locator(`tr[data-job="${first.jobId}"] .badge.held`).count(), 0);
+
+  await page.goto(`${server.addr}/ui/#/job/${follow.jobId}`);
+  const held = await until("what holds it back", async () => text(page, '[data-testid="held-by"]'));
+  assert.equal(held, `waiting for job ${first.jobId} to end`);
+  assert.equal(await text(page, ".fields .badge"), "scheduled");
+  assert.match((await page.locator(".fields").first().textContent()) ?? "", new RegExp(`Follows\\s*${first.jobId}`));
+  // The link opens the job it waits for, which is held by nothing.
+  await page.locator('[data-testid="held-by"] a').click();
+  await until("the running job's page", async () => page.url().includes(`#/job/${first.jobId}`));
+  await until("the running job", async () => (await text(page, ".fields .badge")) === "reserved");
+  assert.equal(await page.locator('[data-testid="held-by"]').count(), 0);
+
+  // Once the running job completes, the follow-up is released.
+  await client.complete(running!.job.jobId, running!.leaseToken);
+  await page.goto(`${server.addr}/ui/#/job/${follow.jobId}`);
+  await until("the follow-up, available", async () => (await text(page, ".fields .badge")) === "available");
+  assert.equal(await page.locator('[data-testid="held-by"]').count(), 0);
+  await page.goto(`${server.addr}/ui/#/queues`);
+  await until("no held count", async () => (await text(page, `[data-queue="sync"] [data-state="available"] dd`)) === "1");
+  assert.equal(await page.locator(`[data-queue="sync"] [data-held]`).count(), 0);
   await page.close();
 });
 

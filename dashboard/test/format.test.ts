@@ -1,8 +1,8 @@
-// The display rules the pages use: payloads as JSON, text or hex, and the
-// /metrics parser behind the rate charts.
+// The display rules the pages use: payloads as JSON, text or hex, what holds
+// a job back, and the /metrics parser behind the rate charts.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { renderBytes, hex } from "../src/format.js";
+import { renderBytes, hex, holdParts } from "../src/format.js";
 import { parseMetrics } from "../src/api.js";
 
 test("renderBytes: pretty JSON, else UTF-8 text, else hex", () => {
@@ -12,6 +12,17 @@ test("renderBytes: pretty JSON, else UTF-8 text, else hex", () => {
   assert.equal(renderBytes(new Uint8Array([0xff, 0xfe, 0x00])).kind, "hex");
   assert.equal(renderBytes(new Uint8Array(0)).kind, "empty");
   assert.equal(hex(new Uint8Array(17).fill(0xab)), "00000000  " + Array(16).fill("ab").join(" ") + "\n00000010  ab");
+});
+
+test("holdParts says what holds a job back, linking the job a follow-up waits for", () => {
+  assert.equal(holdParts({}), undefined);
+  assert.deepEqual(holdParts({ heldBy: "follow_up", followsJobId: "j-1" }), ["waiting for job ", { job: "j-1" }, " to end"]);
+  assert.deepEqual(holdParts({ heldBy: "concurrency", concurrencyKey: '["acct-7"]' }), ['concurrency key ["acct-7"] at its limit']);
+  assert.deepEqual(holdParts({ heldBy: "concurrency" }), ["the queue's concurrency limit"]);
+  assert.deepEqual(holdParts({ heldBy: "rate", rateKey: '["acct-7"]', heldUntil: new Date("2026-12-01T15:14:49.120Z") }), [
+    'rate key ["acct-7"], until 2026-12-01 15:14:49Z',
+  ]);
+  assert.deepEqual(holdParts({ heldBy: "rate" }), ["the queue's rate"]);
 });
 
 test("parseMetrics reads counters with labels", () => {

@@ -3,7 +3,7 @@ import type { Job, KeyLookup } from "sepp/browser";
 import { api } from "../api";
 import { usePoll, href } from "../hooks";
 import { Bytes, Confirm, ErrorBox, Field, StateBadge } from "../components";
-import { fmtDate, ago } from "../format";
+import { fmtDate, ago, holdParts } from "../format";
 
 interface JobView {
   job: Job;
@@ -20,6 +20,17 @@ export function Timeline(props: { items: Array<[string, Date | undefined]> }) {
         </li>
       ))}
     </ol>
+  );
+}
+
+/** What holds the job back, with a link to the job a follow-up waits for. */
+export function HeldBy(props: { job: Job }) {
+  const parts = holdParts(props.job);
+  if (!parts) return null;
+  return (
+    <span class="held-by" data-testid="held-by">
+      {parts.map((p) => (typeof p === "string" ? p : <a class="mono" href={href(`job/${encodeURIComponent(p.job)}`)}>{p.job}</a>))}
+    </span>
   );
 }
 
@@ -79,9 +90,15 @@ export function JobPage(props: { id: string }) {
               <h2>Job</h2>
               <dl class="fields">
                 <Field label="State"><StateBadge state={j.state} /></Field>
+                {j.heldBy && <Field label="Held back"><HeldBy job={j} /></Field>}
+                {j.followsJobId && (
+                  <Field label="Follows"><a class="mono" href={href(`job/${encodeURIComponent(j.followsJobId)}`)}>{j.followsJobId}</a></Field>
+                )}
                 <Field label="Queue"><a href={href("jobs", { queue: j.queue })}>{j.queue}</a></Field>
                 <Field label="Type">{j.jobType}</Field>
                 <Field label="Idempotency key"><span class="mono">{j.idempotencyKey ?? "—"}</span></Field>
+                {j.concurrencyKey && <Field label="Concurrency key"><span class="mono">{j.concurrencyKey}</span></Field>}
+                {j.rateKey && <Field label="Rate key"><span class="mono">{j.rateKey}</span></Field>}
                 <Field label="Priority">{j.priority}</Field>
                 <Field label="Attempts">{j.attempts} of {j.maxAttempts || "∞"}</Field>
                 <Field label="Created">{fmtDate(j.createdAt)}</Field>
@@ -95,6 +112,7 @@ export function JobPage(props: { id: string }) {
                 items={[
                   ["created", j.createdAt],
                   [j.state === "scheduled" ? "runs (run_at)" : "run_at", j.runAt],
+                  ["held until (rate)", j.heldUntil],
                   [`finalized (${j.state})`, j.finalizedAt],
                   ["dedup record expires", v?.dedup?.found ? v.dedup.expiresAt : undefined],
                 ]}

@@ -40,6 +40,12 @@ export function JobTable(props: { jobs: Job[]; select?: { selected: Set<string>;
               <td>{j.jobType}</td>
               <td>
                 <StateBadge state={j.state} />
+                {j.heldBy && (
+                  <>
+                    {" "}
+                    <span class="badge held" title={`held back: ${j.heldBy.replace("_", "-")}`}>held</span>
+                  </>
+                )}
               </td>
               <td class="mono key">{j.idempotencyKey ?? ""}</td>
               <td>

@@ -3,7 +3,7 @@ import type { QueueInfo } from "sepp/browser";
 import { api, fetchMetrics, type Sample, errText } from "../api";
 import { usePoll, href } from "../hooks";
 import { ErrorBox, Sparkline } from "../components";
-import { STATES } from "../format";
+import { HOLDS, STATES } from "../format";
 
 /**
  * Rates per queue, derived client-side between two polls (2 s apart):
@@ -127,6 +127,12 @@ export function QueuesPage() {
                   <dt>dedup records</dt>
                   <dd>{String(q.dedupRecords)}</dd>
                 </a>
+                {HOLDS.filter(([, field]) => q[field] > 0n).map(([hold, field, label]) => (
+                  <a class="count held" href={href("jobs", { queue: q.name, state: "scheduled" })} data-held={hold} title="Jobs whose run-at has come, held back (counted in scheduled)">
+                    <dt>{label}</dt>
+                    <dd>{String(q[field])}</dd>
+                  </a>
+                ))}
               </dl>
               <div class="sparks">
                 <Sparkline label="enqueue" values={r?.enqueue ?? []} />
