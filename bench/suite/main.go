@@ -53,7 +53,7 @@ func run() error {
 	timeout := flag.Duration("timeout", 90*time.Minute, "bound on the whole run")
 	flag.Float64Var(&scale, "scale", 1, "multiply every workload's size (for a quick try: 0.05)")
 	only := flag.String("systems", "", "comma-separated system names to run (default: all)")
-	onlyW := flag.String("workloads", "", "comma-separated workloads to run: W0,W1,W2,W3,W4b100,W4b1000,W5 (W5 includes W6),W3aged,W1rule (default: all)")
+	onlyW := flag.String("workloads", "", "comma-separated workloads to run: W0,W1,W2,W3,W4b100,W4b1000,W5 (W5 includes W6),W3aged,W1rule,W3conc (default: all)")
 	doc := flag.String("doc", "docs/benchmarks.md", "markdown file whose suite section is rewritten (empty: print only)")
 	flag.Parse()
 	if _, err := os.Stat("cmd/sepp"); err != nil {
@@ -122,6 +122,7 @@ func run() error {
 	var sweepRows []sweepRow
 	var agedRows []agedRow
 	var ruleRows []ruleRow
+	var concRows []concRow
 	for _, s := range systems {
 		if !s.sepp {
 			continue
@@ -152,6 +153,16 @@ func run() error {
 			ruleRows = append(ruleRows, r)
 			progress("%s: W1rule: %+v", s.name, r)
 		}
+		if *onlyW == "" || slices.Contains(strings.Split(*onlyW, ","), "W3conc") {
+			progress("%s: W3 with per-key concurrency", s.name)
+			r, err := runConcurrency(ctx, backend)
+			if err != nil {
+				r.err = err.Error()
+			}
+			r.system = s.name
+			concRows = append(concRows, r)
+			progress("%s: W3conc: %+v", s.name, r)
+		}
 		if *onlyW != "" && !slices.Contains(strings.Split(*onlyW, ","), "W5") {
 			continue
 		}
@@ -172,7 +183,7 @@ func run() error {
 		sweepRows = append(sweepRows, sw)
 		progress("%s: W6: %+v", s.name, sw)
 	}
-	section := report(systems, res, memRows, sweepRows, agedRows, ruleRows)
+	section := report(systems, res, memRows, sweepRows, agedRows, ruleRows, concRows)
 	if *doc == "" {
 		fmt.Println(section)
 		return nil

@@ -35,7 +35,7 @@ func metric(id string, c *cell) (float64, bool) {
 	return c.rate, c.rate > 0
 }
 
-func report(systems []*system, res *results, mem []memRow, sweep []sweepRow, aged []agedRow, rules []ruleRow) string {
+func report(systems []*system, res *results, mem []memRow, sweep []sweepRow, aged []agedRow, rules []ruleRow, conc []concRow) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("%s\n\n## Side by side: Sepp, River, Asynq, NATS JetStream\n\n", beginMarker)
@@ -157,6 +157,19 @@ func report(systems []*system, res *results, mem []memRow, sweep []sweepRow, age
 				continue
 			}
 			p("| %s | %.0f | %.0f | %.2f |\n", r.system, r.base, r.withRule, r.withRule/r.base)
+		}
+	}
+	if len(conc) > 0 {
+		p("\n**W3 with per-key concurrency (Sepp).** %s jobs with 256-byte JSON payloads, each naming one of 10,000 accounts, enqueued in atomic batches of 1,000, then processed by 32 workers (`worker.Worker`, no-op handler), ", commas(n(50_000)))
+		p("on a fresh server whose queue has no `[queues.concurrency]`, against one with `key_fields = [\"/account\"]`, `limit = 1`. ")
+		p("Then, with that table, %s jobs of as many other accounts processed alone, against the same jobs among %s jobs of one hot account (90%% of the queue): the jobs/s of the other accounts' jobs, from the start of processing until the last of them completed.\n\n", commas(n(5_000)), commas(n(45_000)))
+		p("| System | W3 jobs/s, no concurrency | W3 jobs/s, limit 1 over 10,000 keys | Ratio | Other keys' jobs/s alone | Beside a hot key | Ratio |\n|---|---|---|---|---|---|---|\n")
+		for _, r := range conc {
+			if r.err != "" {
+				p("| %s | FAILED: %s | | | | | |\n", r.system, r.err)
+				continue
+			}
+			p("| %s | %.0f | %.0f | %.2f | %.0f | %.0f | %.2f |\n", r.system, r.base, r.keyed, r.keyed/r.base, r.coldAlone, r.coldBesideHot, r.coldBesideHot/r.coldAlone)
 		}
 	}
 	p("\n**W5, dedup memory (Sepp).** %s live keys loaded with `EnqueueBatch` (1,000 per batch, 4 producers) into a fresh server, with empty payloads, so that the disk figure holds no payload bytes. ", commas(n(1_000_000)))

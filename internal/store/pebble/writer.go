@@ -561,8 +561,8 @@ func (t *tx) index(r *record, now int64) error {
 	if r.waits() {
 		return nil // a follow-up waits off the indexes until its original ends
 	}
-	if r.Conc != nil && r.Conc.Ordered && !r.Slot {
-		// An ordered job is admitted when it arrives, or waits.
+	if r.Conc != nil && !r.Slot && storerule.ArrivesAt(r.Conc, r.RunAt, now) {
+		// Admitted when it arrives, or it waits.
 		if admitted, err := t.arrive(r); err != nil || !admitted {
 			return err
 		}

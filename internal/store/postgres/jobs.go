@@ -319,32 +319,35 @@ func (c *claims) write(ctx context.Context, tx pgx.Tx) error {
 	return copyJobs(ctx, tx, c.New, admitted)
 }
 
-// arriveSQL admits up to $4 jobs arriving at the ordered concurrency key
-// ($1, $2) with limit $3, when none waits before them, counts the rest
-// waiting, and returns how many it admitted. The key's row is locked until
+// arriveSQL admits up to $4 jobs arriving at the concurrency key ($1, $2)
+// with limit $3 (ordered, $5: only when none waits before them), counts
+// the rest waiting, and returns how many it admitted. The key's row is locked until
 // the enqueue commits, so enqueues of one key on any node take their turns.
 const arriveSQL = `UPDATE sepp_concurrency c SET active = c.active + x.adm, waiting = c.waiting + $4 - x.adm
- FROM (SELECT CASE WHEN waiting = 0 THEN LEAST(GREATEST($3 - active, 0), $4) ELSE 0 END AS adm
+ FROM (SELECT CASE WHEN $5 AND waiting > 0 THEN 0 ELSE LEAST(GREATEST($3 - active, 0), $4) END AS adm
   FROM sepp_concurrency WHERE queue = $1 AND key = $2 FOR UPDATE) x
  WHERE c.queue = $1 AND c.key = $2 RETURNING x.adm`
 
-// arrive queues on b the admission of the new ordered jobs, which arrive
-// at their concurrency keys in the order given (storerule.Admits), keys in
-// order so that enqueues do not deadlock, and returns, filled once b has
-// run, how many of each key's jobs were admitted: its first ones. A
-// follow-up arrives when it stops waiting, in the trigger that releases it.
+// arrive queues on b the admission of the new jobs that arrive at their
+// concurrency keys (storerule.ArrivesAt, storerule.Admits), in the order
+// given, keys in order so that enqueues do not deadlock, and returns,
+// filled once b has run, how many of each key's jobs were admitted: its
+// first ones. A follow-up arrives when it stops waiting, in the trigger
+// that releases it.
 func arrive(b *pgx.Batch, jobs []*storerule.Job) map[storerule.Key]*int64 {
 	var keys []storerule.Key
 	n := map[storerule.Key]int64{}
 	limit := map[storerule.Key]int{}
+	ordered := map[storerule.Key]bool{}
 	for _, j := range jobs {
-		if c := j.Concurrency; c != nil && c.Ordered && j.Follows == (store.JobID{}) {
+		if arrives(j) {
+			c := j.Concurrency
 			k := storerule.Key{Queue: j.Queue, Key: c.Key}
 			if n[k] == 0 {
 				keys = append(keys, k)
 			}
 			n[k]++
-			limit[k] = c.Limit
+			limit[k], ordered[k] = c.Limit, c.Ordered
 		}
 	}
 	if len(keys) == 0 {
@@ -358,9 +361,15 @@ func arrive(b *pgx.Batch, jobs []*storerule.Job) map[storerule.Key]*int64 {
 		adm := new(int64)
 		admitted[k] = adm
 		b.Queue(`INSERT INTO sepp_concurrency (queue, key) VALUES ($1, $2) ON CONFLICT DO NOTHING`, k.Queue, k.Key)
-		b.Queue(arriveSQL, k.Queue, k.Key, limit[k], n[k]).QueryRow(func(row pgx.Row) error { return row.Scan(adm) })
+		b.Queue(arriveSQL, k.Queue, k.Key, limit[k], n[k], ordered[k]).QueryRow(func(row pgx.Row) error { return row.Scan(adm) })
 	}
 	return admitted
+}
+
+// arrives reports whether the new job j arrives at its concurrency key
+// when it is written.
+func arrives(j *storerule.Job) bool {
+	return j.Concurrency != nil && j.Follows == (store.JobID{}) && storerule.ArrivesAt(j.Concurrency, j.RunAt, j.CreatedAt)
 }
 
 // writeRecord queues on b the write that leaves the row of a claimed key as
@@ -385,7 +394,7 @@ func (c *claims) writeRecord(b *pgx.Batch, ck claimedKey) {
 }
 
 // copyJobs copies the new jobs in; admitted says how many of the first
-// ordered jobs of each concurrency key took a slot (arrive), the others
+// arriving jobs of each concurrency key took a slot (arrive), the others
 // wait.
 func copyJobs(ctx context.Context, tx pgx.Tx, jobs []*storerule.Job, admitted map[storerule.Key]*int64) error {
 	if len(jobs) == 0 {
@@ -400,7 +409,7 @@ func copyJobs(ctx context.Context, tx pgx.Tx, jobs []*storerule.Job, admitted ma
 			ckey, ordered = &c.Key, c.Ordered
 			l := int32(c.Limit)
 			climit = &l
-			if adm := admitted[storerule.Key{Queue: j.Queue, Key: c.Key}]; adm != nil && ordered && j.Follows == (store.JobID{}) {
+			if adm := admitted[storerule.Key{Queue: j.Queue, Key: c.Key}]; adm != nil && arrives(j) {
 				slot = *adm > 0
 				waiting = !slot
 				*adm--

@@ -122,12 +122,15 @@ func FollowUp(j *Job, e *Entry) bool {
 // slot and so holds back the later jobs of its key). At most Limit jobs of
 // a key hold slots; a job that finds none free waits, off the ready index,
 // in its key's waiting list (ordered: by enqueue order; unordered: by
-// delivery order), and each slot freed admits the first waiting job. An
-// ordered job is admitted when it arrives (enqueued, or made deliverable
-// again by a requeue), and only when no job of its key waits before it; an
-// unordered one when Reserve reaches it. So a key has waiting jobs only
-// while all its slots are held, and Reserve never scans a job twice for a
-// key at its limit.
+// delivery order), and each slot freed admits the first waiting job. A job
+// is admitted when it arrives (ArrivesAt): ordered, when it is enqueued or
+// made deliverable again by a requeue, and only when no job of its key
+// waits before it; unordered, when it is enqueued due, or made deliverable
+// by an expired lease. An unordered job that comes due later (run-at in
+// the future, or a retry) is admitted when Reserve reaches it. So a key
+// has waiting jobs only while all its slots are held, a hot key's backlog
+// waits off the ready index from the start, and Reserve never scans a job
+// twice for a key at its limit.
 
 // KeyCount is a concurrency key's count: the jobs holding its slots and
 // those waiting for one.
@@ -143,4 +146,12 @@ func Admits(c *store.ConcurrencyKey, n KeyCount) bool {
 // state for state keeps its slot: only an ordered job that will run again.
 func KeepsSlot(c *store.ConcurrencyKey, state store.JobState) bool {
 	return c.Ordered && !state.Finalized()
+}
+
+// ArrivesAt reports whether a job of concurrency c, with run-at runAt,
+// that becomes deliverable at now is admitted (or set waiting) at once:
+// always when ordered (its place in its key's order is taken when it
+// arrives), and when due otherwise (a later one is admitted by Reserve).
+func ArrivesAt(c *store.ConcurrencyKey, runAt, now int64) bool {
+	return c.Ordered || runAt <= now
 }
