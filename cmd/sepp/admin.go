@@ -28,15 +28,49 @@ func queuesCmd(env *cliEnv) *cobra.Command {
 		if cf.json {
 			return cf.output(env.stdout, queuesProto(qs), nil)
 		}
+		held := heldColumns(qs)
 		tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "QUEUE\tSCHEDULED\tAVAILABLE\tRESERVED\tCOMPLETED\tDEAD\tCANCELLED\tDEDUP RECORDS\tPAUSED\t")
+		fmt.Fprint(tw, "QUEUE\tSCHEDULED\tAVAILABLE\tRESERVED\tCOMPLETED\tDEAD\tCANCELLED\tDEDUP RECORDS\tPAUSED\t")
+		for _, h := range held {
+			fmt.Fprintf(tw, "%s\t", h.title)
+		}
+		fmt.Fprintln(tw)
 		for _, q := range qs {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t\n", q.Name, q.Scheduled, q.Available, q.Reserved,
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%v\t", q.Name, q.Scheduled, q.Available, q.Reserved,
 				q.Completed, q.Dead, q.Cancelled, q.DedupRecords, q.Paused)
+			for _, h := range held {
+				fmt.Fprintf(tw, "%d\t", h.count(q))
+			}
+			fmt.Fprintln(tw)
 		}
 		return tw.Flush()
 	})
 	return cmd
+}
+
+// heldColumn is a column of held jobs (counted in SCHEDULED) in the queue
+// table.
+type heldColumn struct {
+	title string
+	count func(sepp.QueueInfo) int64
+}
+
+// heldColumns returns the held-job columns the queue table shows: those
+// some queue of qs has a held job in, so the table of a server without
+// follow-ups, concurrency limits or rates looks as it always did.
+func heldColumns(qs []sepp.QueueInfo) []heldColumn {
+	all := []heldColumn{
+		{"HELD FOLLOW-UP", func(q sepp.QueueInfo) int64 { return q.HeldFollowUp }},
+		{"HELD CONCURRENCY", func(q sepp.QueueInfo) int64 { return q.HeldConcurrency }},
+		{"HELD RATE", func(q sepp.QueueInfo) int64 { return q.HeldRate }},
+	}
+	var out []heldColumn
+	for _, h := range all {
+		if slices.ContainsFunc(qs, func(q sepp.QueueInfo) bool { return h.count(q) != 0 }) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 func queuePauseCmd(env *cliEnv, pause bool) *cobra.Command {
@@ -161,7 +195,11 @@ func listJobs(env *cliEnv, req sepp.ListJobsRequest) error {
 		if lastErr == "" {
 			lastErr = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Queue, j.JobType, j.State, j.Priority, runAt,
+		state := string(j.State)
+		if j.HeldBy != "" {
+			state += " (held: " + string(j.HeldBy) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Queue, j.JobType, state, j.Priority, runAt,
 			j.Attempts, j.MaxAttempts, key, lastErr)
 	}
 	if err := tw.Flush(); err != nil {

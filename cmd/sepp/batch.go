@@ -97,9 +97,14 @@ type batchError struct {
 	Message string `json:"message"`
 }
 
+// batchSummary is what enqueue-batch prints at the end. FollowUps and
+// Delayed count jobs of Created: follow-ups of a running job (when_running
+// = "run_again") and jobs a rule with action = "delay" scheduled for later.
 type batchSummary struct {
 	Lines       int          `json:"lines"`
 	Created     int          `json:"created"`
+	FollowUps   int          `json:"followUps,omitempty"`
+	Delayed     int          `json:"delayed,omitempty"`
 	Hits        int          `json:"hits"`
 	Errors      int          `json:"errors"`
 	NotSent     int          `json:"notSent"`
@@ -142,7 +147,8 @@ without queue or jobType.
 
 The lines go in EnqueueBatch calls of --batch-size jobs (the server's
 max_batch_size, 1000 by default, is the most it takes). The summary counts
-jobs created, hits (deduplicated against an earlier job) and errors, with the
+jobs created (and, when there are any, the follow-ups and delayed jobs among
+them), hits (deduplicated against an earlier job) and errors, with the
 first few errors by line number. --atomic makes each call atomic: all of its
 jobs are written or none. Atomicity is per call, so per --batch-size lines,
 unless the whole file fits one call; after a refused call the rest is not
@@ -244,6 +250,12 @@ sent. A progress line is drawn on stderr when it is a terminal.`,
 					sum.Hits++
 				default:
 					sum.Created++
+					if r.Ack.FollowsJobID != "" {
+						sum.FollowUps++
+					}
+					if !r.Ack.DelayedUntil.IsZero() {
+						sum.Delayed++
+					}
 				}
 			}
 			sent += len(chunk)
@@ -255,8 +267,14 @@ sent. A progress line is drawn on stderr when it is a terminal.`,
 		// Lines that failed here and lines the server refused, in order.
 		sort.SliceStable(sum.FirstErrors, func(i, j int) bool { return sum.FirstErrors[i].Line < sum.FirstErrors[j].Line })
 		sum.FirstErrors = sum.FirstErrors[:min(len(sum.FirstErrors), maxShownErrors)]
-		rows := []row{{"lines", fmt.Sprint(sum.Lines)}, {"created", fmt.Sprint(sum.Created)},
-			{"hits", fmt.Sprintf("%d (deduplicated)", sum.Hits)}, {"errors", fmt.Sprint(sum.Errors)}}
+		rows := []row{{"lines", fmt.Sprint(sum.Lines)}, {"created", fmt.Sprint(sum.Created)}}
+		if sum.FollowUps > 0 {
+			rows = append(rows, row{"follow-ups", fmt.Sprintf("%d (of created: each waits for its key's running job to end)", sum.FollowUps)})
+		}
+		if sum.Delayed > 0 {
+			rows = append(rows, row{"delayed", fmt.Sprintf("%d (of created: scheduled for when their rule's window has room)", sum.Delayed)})
+		}
+		rows = append(rows, row{"hits", fmt.Sprintf("%d (deduplicated)", sum.Hits)}, row{"errors", fmt.Sprint(sum.Errors)})
 		if sum.NotSent > 0 {
 			rows = append(rows, row{"not sent", fmt.Sprint(sum.NotSent)})
 		}

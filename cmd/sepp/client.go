@@ -238,6 +238,12 @@ func ackRows(ack *sepp.Ack) []row {
 			rows = append(rows, row{"replaced", "true"})
 		}
 	}
+	if ack.FollowsJobID != "" { // when_running = "run_again": a follow-up of the running job
+		rows = append(rows, row{"follows_job_id", ack.FollowsJobID})
+	}
+	if !ack.DelayedUntil.IsZero() { // a rule with action = "delay"
+		rows = append(rows, row{"delayed_until", fmtTime(ack.DelayedUntil)})
+	}
 	if !ack.DedupExpiresAt.IsZero() { // keyed, or keyed by content
 		rows = append(rows, row{"dedup_expires_at", fmtTime(ack.DedupExpiresAt)})
 	}
@@ -298,12 +304,27 @@ func jobRows(j *sepp.Job) []row {
 	if key == "" {
 		key = "-"
 	}
-	rows := []row{
-		{"job_id", j.ID}, {"queue", j.Queue}, {"job_type", j.JobType}, {"state", string(j.State)},
-		{"idempotency_key", key}, {"priority", fmt.Sprint(j.Priority)},
-		{"attempts", fmt.Sprintf("%d of %d", j.Attempts, j.MaxAttempts)},
-		{"created_at", fmtTime(j.CreatedAt)}, {"run_at", fmtTime(j.RunAt)}, {"finalized_at", fmtTime(j.FinalizedAt)},
+	rows := []row{{"job_id", j.ID}, {"queue", j.Queue}, {"job_type", j.JobType}, {"state", string(j.State)}}
+	// What holds back a job whose run-at has come; only on held jobs.
+	if j.HeldBy != "" {
+		rows = append(rows, row{"held_by", string(j.HeldBy)})
 	}
+	if !j.HeldUntil.IsZero() {
+		rows = append(rows, row{"held_until", fmtTime(j.HeldUntil)})
+	}
+	if j.FollowsJobID != "" {
+		rows = append(rows, row{"follows_job_id", j.FollowsJobID})
+	}
+	rows = append(rows, row{"idempotency_key", key})
+	if j.ConcurrencyKey != "" {
+		rows = append(rows, row{"concurrency_key", j.ConcurrencyKey})
+	}
+	if j.RateKey != "" {
+		rows = append(rows, row{"rate_key", j.RateKey})
+	}
+	rows = append(rows, row{"priority", fmt.Sprint(j.Priority)},
+		row{"attempts", fmt.Sprintf("%d of %d", j.Attempts, j.MaxAttempts)},
+		row{"created_at", fmtTime(j.CreatedAt)}, row{"run_at", fmtTime(j.RunAt)}, row{"finalized_at", fmtTime(j.FinalizedAt)})
 	if len(j.Headers) == 0 {
 		rows = append(rows, row{"headers", "-"})
 	} else {

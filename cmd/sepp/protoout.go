@@ -29,12 +29,19 @@ var stateProto = map[sepp.JobState]seppv1.JobState{
 	sepp.JobStateDeleted:   seppv1.JobState_JOB_STATE_DELETED,
 }
 
+var holdProto = map[sepp.JobHold]seppv1.JobHold{
+	sepp.JobHoldFollowUp:    seppv1.JobHold_JOB_HOLD_FOLLOW_UP,
+	sepp.JobHoldConcurrency: seppv1.JobHold_JOB_HOLD_CONCURRENCY,
+	sepp.JobHoldRate:        seppv1.JobHold_JOB_HOLD_RATE,
+}
+
 func jobProto(j *sepp.Job) *seppv1.Job {
 	p := &seppv1.Job{
 		JobId: j.ID, Queue: j.Queue, JobType: j.JobType, Payload: j.Payload, Priority: j.Priority,
 		RunAt: ts(j.RunAt), MaxAttempts: j.MaxAttempts, Attempts: j.Attempts, Headers: j.Headers,
 		State: stateProto[j.State], CreatedAt: ts(j.CreatedAt), FinalizedAt: ts(j.FinalizedAt),
-		Result: j.Result, LastError: j.LastError,
+		Result: j.Result, LastError: j.LastError, FollowsJobId: j.FollowsJobID, ConcurrencyKey: j.ConcurrencyKey,
+		RateKey: j.RateKey, HeldBy: holdProto[j.HeldBy], HeldUntil: ts(j.HeldUntil),
 	}
 	if j.IdempotencyKey != "" {
 		k := j.IdempotencyKey
@@ -46,7 +53,7 @@ func jobProto(j *sepp.Job) *seppv1.Job {
 func ackProto(a *sepp.Ack) *seppv1.EnqueueResponse {
 	return &seppv1.EnqueueResponse{JobId: a.JobID, Deduplicated: a.Deduplicated, PayloadMismatch: a.PayloadMismatch,
 		OriginalEnqueuedAt: ts(a.OriginalEnqueuedAt), DedupExpiresAt: ts(a.DedupExpiresAt), Replaced: a.Replaced,
-		IdempotencyKey: a.IdempotencyKey}
+		IdempotencyKey: a.IdempotencyKey, FollowsJobId: a.FollowsJobID, DelayedUntil: ts(a.DelayedUntil)}
 }
 
 func lookupProto(l *sepp.KeyLookup) *seppv1.LookupIdempotencyKeyResponse {
@@ -60,7 +67,8 @@ func queuesProto(qs []sepp.QueueInfo) *seppv1.ListQueuesResponse {
 	for _, q := range qs {
 		res.Queues = append(res.Queues, &seppv1.QueueInfo{Name: q.Name, Scheduled: q.Scheduled, Available: q.Available,
 			Reserved: q.Reserved, Completed: q.Completed, Dead: q.Dead, Cancelled: q.Cancelled,
-			DedupRecords: q.DedupRecords, Paused: q.Paused})
+			DedupRecords: q.DedupRecords, Paused: q.Paused, HeldFollowUp: q.HeldFollowUp,
+			HeldConcurrency: q.HeldConcurrency, HeldRate: q.HeldRate})
 	}
 	return res
 }
