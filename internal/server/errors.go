@@ -117,9 +117,13 @@ func toAPIError(err error) *apiError {
 			break
 		}
 		if re.InBatch {
-			e := newError(connect.CodeFailedPrecondition, ReasonDedupRuleViolated,
-				"rule %q: jobs[%d] of this batch has the same values in the rule's fields; the batch is atomic, so nothing of it was written: send one job for them", re.Rule, re.Index)
-			e.metadata = map[string]string{"rule": re.Rule, "original_index": strconv.Itoa(re.Index)}
+			limit := max(re.Limit, 1)
+			msg := fmt.Sprintf("rule %q: jobs[%d] of this batch has the same values in the rule's fields; the batch is atomic, so nothing of it was written: send one job for them", re.Rule, re.Index)
+			if limit > 1 {
+				msg = fmt.Sprintf("rule %q: with jobs[%d] and the jobs before it, this batch holds more jobs with the same values in the rule's fields than the rule's limit (%d) allows within its window; the batch is atomic, so nothing of it was written: send at most %d such jobs, or set action = \"delay\" on the rule", re.Rule, re.Index, limit, limit)
+			}
+			e := newError(connect.CodeFailedPrecondition, ReasonDedupRuleViolated, "%s", msg)
+			e.metadata = map[string]string{"rule": re.Rule, "limit": strconv.Itoa(limit), "original_index": strconv.Itoa(re.Index)}
 			return e
 		}
 		frees := re.FreesAt.UTC().Format(time.RFC3339Nano)

@@ -195,8 +195,11 @@ func (c *call) decide(j *Job, r *store.EnqueueResult) error {
 	if err := ruleRefusal(c.g.Records, j, c.now); err != nil {
 		return err
 	}
-	at := ruleDelay(c.g.Records, j, c.now)
-	if at > j.RunAt {
+	// A delaying rule counts the job at its run-at: the requested one, or
+	// the first moment after it that every delaying rule has room.
+	requested := max(j.RunAt, c.now)
+	at := ruleDelay(c.g.Records, j, c.now, requested)
+	if at > requested {
 		j.RunAt, j.State = at, store.JobStateScheduled
 	}
 	if follows != nil {
@@ -205,7 +208,7 @@ func (c *call) decide(j *Job, r *store.EnqueueResult) error {
 	}
 	c.create(j, at)
 	*r = Created(j, c.now)
-	if at > c.now {
+	if at > requested {
 		r.DelayedUntil = FromMicros(at)
 	}
 	if follows != nil {
@@ -255,8 +258,8 @@ func (c *call) replace(e *Entry, j *Job, r *store.EnqueueResult) {
 }
 
 // create records that j is created, with the record of its key and a slot
-// of each rule key: at, the moment every delaying rule has room, for those,
-// the enqueue time for the others.
+// of each rule key: at, its run-at as the delaying rules made it, for
+// those, the enqueue time for the others.
 func (c *call) create(j *Job, at int64) {
 	if j.Keyed {
 		c.put(Key{j.Queue, j.Key}, Entry{Record: NewRecord(j, c.now), Created: true, Original: j})

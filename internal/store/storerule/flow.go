@@ -88,10 +88,10 @@ func ruleRefusal(records map[Key]*Entry, j *Job, now int64) error {
 	return nil
 }
 
-// ruleDelay returns the first moment at or after now at which every rule
-// of j with action "delay" has room.
-func ruleDelay(records map[Key]*Entry, j *Job, now int64) int64 {
-	t := now
+// ruleDelay returns the first moment at or after from at which every rule
+// of j with action "delay" has room (records live at now).
+func ruleDelay(records map[Key]*Entry, j *Job, now, from int64) int64 {
+	t := from
 	for changed := true; changed; {
 		changed = false
 		for i := range j.Rules {

@@ -271,6 +271,20 @@ func testRuleDelay(t *testing.T, s store.Store) {
 	if got := reserve(t, s, t0.Add(time.Second), 10, "charges"); len(got) != 2 {
 		t.Fatalf("reserved %d at once, want 2", len(got))
 	}
+	// A job asking for a later run-at is counted then: delayed only when
+	// the window is full at that time.
+	for i, w := range []struct{ runAt, want time.Duration }{{10 * time.Minute, 0}, {10 * time.Minute, 0}, {10 * time.Minute, 11 * time.Minute}} {
+		j := limited("b", 2, true)
+		j.RunAt = t0.Add(w.runAt)
+		r := enqueue(t, s, t0, j)[0]
+		want := t0.Add(w.runAt)
+		if w.want > 0 {
+			want = t0.Add(w.want)
+		}
+		if r.Err != nil || !r.RunAt.Equal(want) || (w.want > 0) == r.DelayedUntil.IsZero() || (w.want > 0 && !r.DelayedUntil.Equal(want)) {
+			t.Fatalf("job %d for %v: %+v, want run-at %v", i, w.runAt, r, want)
+		}
+	}
 }
 
 // testRuleLimitConcurrent: concurrent enqueues under one rule key with
