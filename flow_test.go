@@ -33,6 +33,13 @@ limit = 2
 action = "delay"
 
 [[queues]]
+name = "api"
+[queues.rate]
+key_fields = ["/account"]
+limit = 2
+period_ms = 60000
+
+[[queues]]
 name = "accounts"
 [queues.concurrency]
 key_fields = ["/account"]
@@ -158,5 +165,41 @@ func TestConcurrencyPerKey(t *testing.T) {
 	var se *sepp.Error
 	if !errors.As(err, &se) || se.Reason != "INVALID_FIELD" || se.Metadata["pointer"] != "/account" {
 		t.Fatalf("no account field: %v", err)
+	}
+}
+
+// TestRatePerKey: with [queues.rate] limit 2 a minute, a third job of an
+// account waits, saying until when, and is delivered once the minute has
+// passed; another account's job is not held.
+func TestRatePerKey(t *testing.T) {
+	t.Parallel()
+	srv := testserver.Start(t, testserver.Options{Config: flowConfig})
+	c := connect(t, srv, sepp.Config{})
+	ctx := context.Background()
+	var a []*sepp.Ack
+	for _, acct := range []string{"a", "a", "a", "b"} {
+		ack, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "api", JobType: "call", Payload: []byte(`{"account":"` + acct + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a = append(a, ack)
+	}
+	rs, err := c.Reserve(ctx, sepp.ReserveRequest{Queues: []string{"api"}, MaxJobs: 10})
+	if err != nil || len(rs) != 3 {
+		t.Fatalf("reserve: %v %+v, want two of account a and one of b", err, rs)
+	}
+	for _, r := range rs {
+		if err := c.Complete(ctx, r.Job.ID, r.LeaseToken, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j, err := c.GetJob(ctx, a[2].JobID)
+	if err != nil || j.HeldBy != sepp.JobHoldRate || j.RateKey != `["a"]` || !j.HeldUntil.Equal(srv.Clock.Now().Add(time.Minute)) {
+		t.Fatalf("the third job of account a: %+v %v", j, err)
+	}
+	srv.Clock.Advance(time.Minute)
+	rs, err = c.Reserve(ctx, sepp.ReserveRequest{Queues: []string{"api"}, MaxJobs: 10})
+	if err != nil || len(rs) != 1 || rs[0].Job.ID != a[2].JobID {
+		t.Fatalf("a minute later: %v %+v, want the third job of account a", err, rs)
 	}
 }

@@ -253,7 +253,28 @@ type QueueConfig struct {
 	// Concurrency, when set ([queues.concurrency]), bounds how many jobs
 	// of one key are reserved at once.
 	Concurrency *ConcurrencyConfig `toml:"concurrency"`
+	// Rate, when set ([queues.rate]), bounds how many jobs of one key are
+	// reserved per period.
+	Rate *RateConfig `toml:"rate"`
 }
+
+// RateConfig is a queue's [queues.rate] table.
+type RateConfig struct {
+	// KeyFields are the JSON pointers whose values make a job's rate key.
+	// Default (empty): one key for the whole queue.
+	KeyFields []string `toml:"key_fields"`
+	// Limit is how many jobs of one key may be reserved within any period.
+	// Default (0): 1.
+	Limit int `toml:"limit"`
+	// PeriodMs is the period, in milliseconds. Required.
+	PeriodMs int64 `toml:"period_ms"`
+}
+
+// ResolvedLimit is Limit with its default.
+func (r *RateConfig) ResolvedLimit() int { return max(r.Limit, 1) }
+
+// Period is PeriodMs as a duration.
+func (r *RateConfig) Period() time.Duration { return ms(r.PeriodMs) }
 
 // ConcurrencyConfig is a queue's [queues.concurrency] table.
 type ConcurrencyConfig struct {
@@ -293,6 +314,10 @@ const maxRuleLimit = 10000
 
 // maxConcurrencyLimit bounds [queues.concurrency] limit.
 const maxConcurrencyLimit = 1000000
+
+// maxRateLimit bounds [queues.rate] limit: a rate key's record keeps the
+// time of each of its last limit reservations.
+const maxRateLimit = 10000
 
 // RuleAction is what a rule does with a job that finds its window full.
 type RuleAction string
@@ -536,6 +561,9 @@ func (q QueueConfig) DedupPolicy() string {
 	}
 	if c := q.Concurrency; c != nil {
 		add("concurrency", map[string]any{"key_fields": c.KeyFields, "limit": c.ResolvedLimit(), "ordered": c.Ordered})
+	}
+	if r := q.Rate; r != nil {
+		add("rate", map[string]any{"key_fields": r.KeyFields, "limit": r.ResolvedLimit(), "period_ms": r.PeriodMs})
 	}
 	return strings.Join(parts, " ")
 }

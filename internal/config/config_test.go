@@ -288,7 +288,7 @@ func TestBadFiles(t *testing.T) {
 		{"type: queue not a table", "queues = [{ name = \"a\" }, \"b\"]\n", 1, "queues[1]",
 			`sepp.toml:1: queues[1]: must be a table, like { name = "emails" }, got the string "b"`},
 		{"type: queue subsection", "[[queues]]\nname = \"a\"\n[queues.retry]\n", 3, "queues[0].retry",
-			`sepp.toml:3: queues[0].retry: unknown section; the keys of [[queues]] are name, dedup_window_ms, key_reuse, dedup_by_content, job_types, max_attempts, lease_ms, backoff_initial_ms, backoff_max_ms, require_key, key_fields, on_duplicate, debounce_ms, debounce_max_wait_ms, release_key_on, rules, concurrency, when_running`},
+			`sepp.toml:3: queues[0].retry: unknown section; the keys of [[queues]] are name, dedup_window_ms, key_reuse, dedup_by_content, job_types, max_attempts, lease_ms, backoff_initial_ms, backoff_max_ms, require_key, key_fields, on_duplicate, debounce_ms, debounce_max_wait_ms, release_key_on, rules, concurrency, rate, when_running`},
 
 		// bad values
 		{"value: listen", "[server]\nlisten = \"localhost\"\n", 2, "server.listen",

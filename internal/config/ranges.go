@@ -50,6 +50,8 @@ var intRanges = map[string]intRange{
 	"queues[].rules[].window_ms":    {1, MaxMs},
 	"queues[].rules[].limit":        {1, maxRuleLimit},
 	"queues[].concurrency.limit":    {1, maxConcurrencyLimit},
+	"queues[].rate.limit":           {1, maxRateLimit},
+	"queues[].rate.period_ms":       {1, MaxMs},
 
 	"webhooks[].max_body_bytes":                   {1, 256 << 20},
 	"webhooks[].signature.timestamp_tolerance_ms": {1, MaxMs},

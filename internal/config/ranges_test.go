@@ -52,6 +52,12 @@ func intKeyDoc(p string, value string) (string, int) {
 	case "queues[].concurrency":
 		doc := "[[queues]]\nname = \"q\"\n[queues.concurrency]\n"
 		return doc + kv, 4
+	case "queues[].rate":
+		doc := "[[queues]]\nname = \"q\"\n[queues.rate]\n"
+		if name != "period_ms" {
+			doc += "period_ms = 1000\n"
+		}
+		return doc + kv, strings.Count(doc, "\n") + 1
 	case "queues[].rules[]":
 		doc := "[[queues]]\nname = \"q\"\n[[queues.rules]]\nname = \"r\"\nkey_fields = [\"/a\"]\n"
 		if name != "window_ms" {

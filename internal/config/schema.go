@@ -147,6 +147,10 @@ var specs = []keySpec{
 	{"queues[].concurrency.key_fields", kindStringList, `JSON pointers into the payload that make a job's concurrency key, like ["/account"]; default: one key for the whole queue`},
 	{"queues[].concurrency.limit", kindInt, "how many jobs of one key may be reserved at once; default 1"},
 	{"queues[].concurrency.ordered", kindBool, "true delivers the jobs of one key in enqueue order, a job waiting for its retry holding the later ones; default false"},
+	{"queues[].rate", kindTable, "per-key delivery rate: the [queues.rate] section"},
+	{"queues[].rate.key_fields", kindStringList, `JSON pointers into the payload that make a job's rate key, like ["/account"]; default: one key for the whole queue`},
+	{"queues[].rate.limit", kindInt, "how many jobs of one key may be reserved within any period; default 1"},
+	{"queues[].rate.period_ms", kindInt, "the period, in milliseconds; required"},
 	{"queues[].when_running", kindString, `what a keyed enqueue gets while the job its key names runs, "return_original" or "run_again" (one follow-up job that runs after it); default "return_original"`},
 
 	{"auth", kindTable, "the [auth] section: the tokens calls must carry"},

@@ -129,6 +129,20 @@ func (c *Config) validate(file string, org origins) error {
 			}
 			v.pointers(p+".concurrency.key_fields", c.KeyFields)
 		}
+		if r := q.Rate; r != nil {
+			if r.Limit < 0 || (r.Limit == 0 && v.has(p+".rate.limit")) || r.Limit > maxRateLimit {
+				v.bad(p+".rate.limit", fmt.Sprintf("must be between 1 and %d: how many jobs of one key may be reserved within the period, got %d", maxRateLimit, r.Limit))
+			}
+			if r.PeriodMs == 0 && !v.has(p+".rate.period_ms") {
+				v.fail(p+".rate.period_ms", "is required: the period in milliseconds within which at most limit jobs of a key are reserved, like 60000")
+			} else {
+				v.queueMillis(p+".rate.period_ms", r.PeriodMs)
+			}
+			if v.has(p+".rate.key_fields") && len(r.KeyFields) == 0 {
+				v.fail(p+".rate.key_fields", `is empty; list JSON pointers like ["/account"], or leave key_fields out for one key for the whole queue`)
+			}
+			v.pointers(p+".rate.key_fields", r.KeyFields)
+		}
 		if q.WhenRunning == WhenRunningRunAgain && q.OnDuplicate == OnDuplicateReject {
 			v.fail(p+".when_running", `"run_again" cannot be set with on_duplicate = "reject": a hit on the waiting follow-up would be refused; use "return_original", "replace" or "debounce"`)
 		}

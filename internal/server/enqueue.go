@@ -318,11 +318,25 @@ func (s *Server) validateEnqueue(req *seppv1.EnqueueRequest) (store.EnqueueJob, 
 			job.Concurrency.Key = k
 		}
 	}
+	if r := qc.Rate; r != nil {
+		job.Rate = &store.RateKey{Limit: r.ResolvedLimit(), Period: r.Period()}
+		if len(r.KeyFields) > 0 {
+			k, aerr := deriveKey(req.GetPayload(), r.KeyFields, rateRule)
+			if aerr != nil {
+				return job, aerr
+			}
+			job.Rate.Key = k
+		}
+	}
 	return job, nil
 }
 
-// concurrencyRule is the name deriveKey's errors give [queues.concurrency].
-const concurrencyRule = "\x00concurrency"
+// concurrencyRule and rateRule are the names deriveKey's errors give
+// [queues.concurrency] and [queues.rate].
+const (
+	concurrencyRule = "\x00concurrency"
+	rateRule        = "\x00rate"
+)
 
 // deriveKey derives a key from payload fields: the queue's key_fields, or
 // (rule not empty) a rule's, or (concurrencyRule) the concurrency key's. A
@@ -347,15 +361,18 @@ func deriveKey(payload []byte, fields []string, rule string) (string, *apiError)
 			field = fmt.Sprintf("field %q", fe.Pointer)
 		}
 		source := fmt.Sprintf("rule %q", rule)
-		if rule == concurrencyRule {
+		switch rule {
+		case concurrencyRule:
 			source = "[queues.concurrency]"
+		case rateRule:
+			source = "[queues.rate]"
 		}
 		e = newError(connect.CodeInvalidArgument, ReasonInvalidField,
 			"%s: %s: %s; it reads key_fields %q from every job's payload, so each job of the queue needs a JSON object holding them",
 			source, field, what, fields)
 	}
 	e.metadata = map[string]string{"field": "payload", "pointer": fe.Pointer}
-	if rule != "" && rule != concurrencyRule {
+	if rule != "" && rule != concurrencyRule && rule != rateRule {
 		e.metadata["rule"] = rule
 	}
 	return "", e

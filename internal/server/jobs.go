@@ -112,6 +112,12 @@ func jobToProto(j *store.Job, now time.Time) *seppv1.Job {
 	if j.HasConcurrency {
 		p.ConcurrencyKey = j.ConcurrencyKey
 	}
+	if j.HasRate {
+		p.RateKey = j.RateKey
+	}
+	if !j.HeldUntil.IsZero() {
+		p.HeldUntil = timestamppb.New(j.HeldUntil)
+	}
 	p.HeldBy = seppv1.JobHold(j.Hold)
 	return p
 }

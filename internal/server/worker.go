@@ -87,6 +87,9 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 			var err error
 			jobs, err = s.store.Reserve(ctx, &store.ReserveParams{
 				Queues: queues, WorkerID: req.GetWorkerId(), Max: max, Lease: lease, Now: now,
+				// Jobs held by their rate key: wake this node's waiters
+				// when the window has room.
+				WakeAt: s.wake.At,
 			})
 			return len(jobs) > 0, 0, err
 		})

@@ -151,8 +151,14 @@ type Job struct {
 	// ConcurrencyKey is the job's key under [queues.concurrency] (HasConcurrency).
 	ConcurrencyKey string
 	HasConcurrency bool
-	// Hold is what holds the job back, if anything.
-	Hold Hold
+	// RateKey is the job's key under [queues.rate] (HasRate).
+	RateKey string
+	HasRate bool
+	// Hold is what holds the job back, if anything; HeldUntil, with
+	// HoldRate, is when its key's rate window had room again as of when it
+	// was held.
+	Hold      Hold
+	HeldUntil time.Time
 }
 
 // EnqueueJob is one job to enqueue, already validated, with its queue's
@@ -198,6 +204,17 @@ type EnqueueJob struct {
 	// Concurrency is the job's key under its queue's [queues.concurrency],
 	// nil on a queue without one.
 	Concurrency *ConcurrencyKey
+	// Rate is the job's key under its queue's [queues.rate], nil on a queue
+	// without one.
+	Rate *RateKey
+}
+
+// RateKey is a job's per-key delivery rate, fixed when it is enqueued: at
+// most Limit jobs of Key are reserved within any Period.
+type RateKey struct {
+	Key    string
+	Limit  int
+	Period time.Duration
 }
 
 // ConcurrencyKey is a job's per-key concurrency, fixed when it is
@@ -343,6 +360,9 @@ type ReserveParams struct {
 	Max      int
 	Lease    time.Duration
 	Now      time.Time
+	// WakeAt, if set, is told when jobs of queue held by their rate key
+	// may become deliverable, so that a waiting Reserve looks again then.
+	WakeAt func(queue string, at time.Time)
 }
 
 // ReservedJob is a job leased to a worker.

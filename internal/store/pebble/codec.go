@@ -3,6 +3,7 @@ package pebble
 import (
 	"encoding/binary"
 	"errors"
+	"time"
 
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/storerule"
@@ -36,6 +37,12 @@ type record struct {
 	Conc    *store.ConcurrencyKey
 	Slot    bool
 	Waiting bool
+	// Rate is the job's per-key rate (nil: none); RateWaiting says it waits
+	// in its rate key's waiting list, since its window was full until
+	// RateFreesAt.
+	Rate        *store.RateKey
+	RateWaiting bool
+	RateFreesAt int64
 }
 
 // waits reports whether the job waits off the indexes: a follow-up whose
@@ -53,6 +60,9 @@ func (r *record) hold() store.Hold {
 	if r.Waiting {
 		return store.HoldConcurrency
 	}
+	if r.RateWaiting {
+		return store.HoldRate
+	}
 	return store.HoldNone
 }
 
@@ -63,6 +73,8 @@ const (
 	flowConc     = 1 << 2 // then the key, the limit and 1 when ordered
 	flowSlot     = 1 << 3
 	flowWaiting  = 1 << 4
+	flowRate     = 1 << 5 // then the key, the limit and the period (µs)
+	flowRateWait = 1 << 6 // then RateFreesAt
 )
 
 // encoder appends fields; decoder reads them back in the same order.
@@ -184,6 +196,12 @@ func encodeJob(r *record) []byte {
 	if r.Waiting {
 		flags |= flowWaiting
 	}
+	if r.Rate != nil {
+		flags |= flowRate
+	}
+	if r.RateWaiting {
+		flags |= flowRateWait
+	}
 	if r.ReleaseKeyOn != 0 || flags != 0 {
 		e.int(int64(r.ReleaseKeyOn))
 	}
@@ -203,6 +221,14 @@ func encodeJob(r *record) []byte {
 				ordered = 1
 			}
 			e.int(ordered)
+		}
+		if flags&flowRate != 0 {
+			e.str(r.Rate.Key)
+			e.int(int64(r.Rate.Limit))
+			e.int(r.Rate.Period.Microseconds())
+		}
+		if flags&flowRateWait != 0 {
+			e.int(r.RateFreesAt)
 		}
 	}
 	return e.b
@@ -252,6 +278,12 @@ func decodeJob(id store.JobID, b []byte) (*record, error) {
 			r.Conc = &store.ConcurrencyKey{Key: d.str(), Limit: int(d.int()), Ordered: d.int() == 1}
 		}
 		r.Slot, r.Waiting = flags&flowSlot != 0, flags&flowWaiting != 0
+		if flags&flowRate != 0 {
+			r.Rate = &store.RateKey{Key: d.str(), Limit: int(d.int()), Period: time.Duration(d.int()) * time.Microsecond}
+		}
+		if flags&flowRateWait != 0 {
+			r.RateWaiting, r.RateFreesAt = true, d.int()
+		}
 	}
 	if d.err != nil {
 		return nil, d.err
@@ -278,6 +310,12 @@ func (r *record) job() (*store.Job, error) {
 	}
 	if r.Conc != nil {
 		j.ConcurrencyKey, j.HasConcurrency = r.Conc.Key, true
+	}
+	if r.Rate != nil {
+		j.RateKey, j.HasRate = r.Rate.Key, true
+	}
+	if r.RateWaiting {
+		j.HeldUntil = storerule.FromMicros(r.RateFreesAt)
 	}
 	return &j, nil
 }

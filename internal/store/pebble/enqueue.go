@@ -152,7 +152,7 @@ func writeJobs(t *tx, g *storerule.Group, originals map[store.JobID]*record) err
 	for _, j := range g.New {
 		r := &record{Job: store.Job{ID: j.ID, Queue: j.Queue, JobType: j.JobType, Payload: j.Payload,
 			Priority: j.Priority, MaxAttempts: j.MaxAttempts, State: j.State},
-			Headers: j.Headers, RunAt: j.RunAt, CreatedAt: j.CreatedAt, ReleaseKeyOn: j.ReleaseKeyOn, Conc: j.Concurrency}
+			Headers: j.Headers, RunAt: j.RunAt, CreatedAt: j.CreatedAt, ReleaseKeyOn: j.ReleaseKeyOn, Conc: j.Concurrency, Rate: j.Rate}
 		if j.Keyed {
 			key := j.Key
 			r.IdempotencyKey = &key

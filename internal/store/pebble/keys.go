@@ -27,6 +27,9 @@ import (
 //	'k' len(queue) queue ckey                → a concurrency key's count (storerule.KeyCount)
 //	'w' len(queue) queue len(ckey) ckey order id → a job waiting for a slot of its concurrency key;
 //	                                           order is empty (ordered: by id) or ^priority run_at
+//	'a' len(queue) queue rkey                → a rate key's record (rateRecord)
+//	'b' len(queue) queue len(rkey) rkey ^priority run_at id → a job waiting for its rate key's window
+//	'v' at len(queue) queue rkey             → when to look at a rate key again (rateRecord.Timer)
 //
 // The indexes read from their head ('r' per queue, 's', 'l', 'x', 'f' per
 // state, 'y') are walked from a cursor the writer keeps (see cursors), so
@@ -46,6 +49,9 @@ const (
 	kindEffectExp = 'y'
 	kindConcCount = 'k'
 	kindConcWait  = 'w'
+	kindRate      = 'a'
+	kindRateWait  = 'b'
+	kindRateTimer = 'v'
 )
 
 var schemaKey = []byte{kindSchema}
@@ -171,4 +177,26 @@ func concWaitKey(r *record) []byte {
 		b = appendInt64(b, r.RunAt)
 	}
 	return append(b, r.ID[:]...)
+}
+
+func rateKey(queue, rkey string) []byte {
+	return append(appendString([]byte{kindRate}, queue), rkey...)
+}
+
+// rateWaitPrefix is the prefix of the waiting list of a rate key.
+func rateWaitPrefix(queue, rkey string) []byte {
+	return appendString(appendString([]byte{kindRateWait}, queue), rkey)
+}
+
+// rateWaitKey is r's entry in its rate key's waiting list, in delivery
+// order.
+func rateWaitKey(r *record) []byte {
+	b := rateWaitPrefix(r.Queue, r.Rate.Key)
+	b = binary.BigEndian.AppendUint32(b, ^(uint32(r.Priority) ^ (1 << 31)))
+	b = appendInt64(b, r.RunAt)
+	return append(b, r.ID[:]...)
+}
+
+func rateTimerKey(at int64, queue, rkey string) []byte {
+	return append(appendString(appendInt64([]byte{kindRateTimer}, at), queue), rkey...)
 }

@@ -113,6 +113,9 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 		if err := promoteDue(t, now); err != nil {
 			return err
 		}
+		if err := fireRateTimers(t, p, now); err != nil {
+			return err
+		}
 		// One lease token for the whole call, as on SQLite: a lease is the
 		// pair (job id, token), and a redelivery draws a new token.
 		var token store.LeaseToken
@@ -162,6 +165,11 @@ func reserveOne(t *tx, c candidate, p *store.ReserveParams, token store.LeaseTok
 	}
 	if r.Conc != nil && !r.Slot {
 		if took, err := t.takeSlot(r); err != nil || !took {
+			return nil, err
+		}
+	}
+	if r.Rate != nil {
+		if took, err := t.rateGate(r, p, now); err != nil || !took {
 			return nil, err
 		}
 	}

@@ -580,6 +580,9 @@ func (t *tx) unindex(r *record) error {
 	if r.Waiting {
 		return t.leaveWaiting(r)
 	}
+	if r.RateWaiting {
+		return t.leaveRateWaiting(r)
+	}
 	switch r.State {
 	case store.JobStateAvailable, store.JobStateScheduled:
 		// A job's entry is in the ready index once its run-at has come and

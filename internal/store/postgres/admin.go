@@ -37,10 +37,11 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 		}
 		return rows.Err()
 	}
-	if err := each(`SELECT queue, CASE WHEN state IN (1, 2) AND (follows IS NOT NULL OR waiting) THEN 1
+	if err := each(`SELECT queue, CASE WHEN state IN (1, 2) AND (follows IS NOT NULL OR waiting OR rwaiting) THEN 1
   WHEN state = 1 AND run_at <= $1 THEN 2 ELSE state END,
  CASE WHEN state NOT IN (1, 2) THEN 0 WHEN follows IS NOT NULL THEN `+fmt.Sprint(int(store.HoldFollowUp))+`
-  WHEN waiting THEN `+fmt.Sprint(int(store.HoldConcurrency))+` ELSE 0 END, count(*)
+  WHEN waiting THEN `+fmt.Sprint(int(store.HoldConcurrency))+`
+  WHEN rwaiting THEN `+fmt.Sprint(int(store.HoldRate))+` ELSE 0 END, count(*)
  FROM sepp_jobs GROUP BY 1, 2, 3`, []any{now}, func(r pgx.Rows) error {
 		var name string
 		var state, hold int16
@@ -104,9 +105,9 @@ func (s *Store) ListJobs(ctx context.Context, p *store.ListJobsParams) ([]*store
 	switch p.State {
 	case 0:
 	case store.JobStateAvailable:
-		where = append(where, "(state = 2 OR (state = 1 AND run_at <= "+arg(now)+")) AND follows IS NULL AND NOT waiting")
+		where = append(where, "(state = 2 OR (state = 1 AND run_at <= "+arg(now)+")) AND follows IS NULL AND NOT waiting AND NOT rwaiting")
 	case store.JobStateScheduled:
-		where = append(where, "((state = 1 AND run_at > "+arg(now)+") OR (state IN (1, 2) AND (follows IS NOT NULL OR waiting)))")
+		where = append(where, "((state = 1 AND run_at > "+arg(now)+") OR (state IN (1, 2) AND (follows IS NOT NULL OR waiting OR rwaiting)))")
 	default:
 		where = append(where, "state = "+arg(int16(p.State)))
 	}

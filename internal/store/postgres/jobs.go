@@ -27,7 +27,7 @@ func isDeadlock(err error) bool {
 func pgID(id store.JobID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
 
 const jobColumns = `id, queue, job_type, payload, idempotency_key, priority, run_at, max_attempts, attempts,
- headers, state, created_at, finalized_at, result, last_error, follows, ckey, waiting`
+ headers, state, created_at, finalized_at, result, last_error, follows, ckey, waiting, rkey, rwaiting, rfrees_at`
 
 // scanJob scans the jobColumns of row, then into extra, if any.
 func scanJob(row pgx.Row, extra ...any) (*store.Job, error) {
@@ -40,11 +40,12 @@ func scanJob(row pgx.Row, extra ...any) (*store.Job, error) {
 		lastError            *string
 		state                int16
 		follows              pgtype.UUID
-		ckey                 *string
-		waiting              bool
+		ckey, rkey           *string
+		waiting, rwaiting    bool
+		rfreesAt             *int64
 	)
 	if err := row.Scan(append([]any{&id, &j.Queue, &j.JobType, &j.Payload, &key, &j.Priority, &runAt, &j.MaxAttempts,
-		&j.Attempts, &headers, &state, &createdAt, &finalizedAt, &result, &lastError, &follows, &ckey, &waiting}, extra...)...); err != nil {
+		&j.Attempts, &headers, &state, &createdAt, &finalizedAt, &result, &lastError, &follows, &ckey, &waiting, &rkey, &rwaiting, &rfreesAt}, extra...)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, store.ErrJobNotFound
 		}
@@ -70,12 +71,20 @@ func scanJob(row pgx.Row, extra ...any) (*store.Job, error) {
 	if ckey != nil {
 		j.ConcurrencyKey, j.HasConcurrency = *ckey, true
 	}
+	if rkey != nil {
+		j.RateKey, j.HasRate = *rkey, true
+	}
 	if !j.State.Finalized() {
 		switch {
 		case follows.Valid:
 			j.Hold = store.HoldFollowUp
 		case waiting:
 			j.Hold = store.HoldConcurrency
+		case rwaiting:
+			j.Hold = store.HoldRate
+			if rfreesAt != nil {
+				j.HeldUntil = fromMicros(*rfreesAt)
+			}
 		}
 	}
 	if j.Hold != store.HoldNone {
@@ -402,6 +411,13 @@ func copyJobs(ctx context.Context, tx pgx.Tx, jobs []*storerule.Job, admitted ma
 	}
 	rows := make([][]any, len(jobs))
 	for i, j := range jobs {
+		var rkey *string
+		var rlimit *int32
+		var rperiod *int64
+		if r := j.Rate; r != nil {
+			l, p := int32(r.Limit), r.Period.Microseconds()
+			rkey, rlimit, rperiod = &r.Key, &l, &p
+		}
 		var ckey *string
 		var climit *int32
 		var ordered, slot, waiting bool
@@ -425,11 +441,11 @@ func copyJobs(ctx context.Context, tx pgx.Tx, jobs []*storerule.Job, admitted ma
 		}
 		rows[i] = []any{pgID(j.ID), j.Queue, j.JobType, j.Payload, key, j.Priority, j.RunAt,
 			j.MaxAttempts, j.Headers, int16(j.State), j.CreatedAt, int16(j.ReleaseKeyOn), follows,
-			ckey, climit, ordered, slot, waiting}
+			ckey, climit, ordered, slot, waiting, rkey, rlimit, rperiod}
 	}
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"sepp_jobs"}, []string{"id", "queue", "job_type", "payload",
 		"idempotency_key", "priority", "run_at", "max_attempts", "headers", "state", "created_at", "release_key_on", "follows",
-		"ckey", "climit", "cordered", "slot", "waiting"},
+		"ckey", "climit", "cordered", "slot", "waiting", "rkey", "rlimit", "rperiod"},
 		pgx.CopyFromRows(rows))
 	return err
 }
@@ -485,7 +501,7 @@ func (s *Store) LookupDedup(ctx context.Context, p *store.LookupDedupParams) (*s
 		state          *int16
 	)
 	err := s.pool.QueryRow(ctx, `SELECT d.job_id, d.first_enqueued_at, d.expires_at, d.fingerprint, d.hits,
- CASE WHEN j.state IN (1, 2) AND (j.follows IS NOT NULL OR j.waiting) THEN 1 WHEN j.state = 1 AND j.run_at <= $3 THEN 2 ELSE j.state END, j.result
+ CASE WHEN j.state IN (1, 2) AND (j.follows IS NOT NULL OR j.waiting OR j.rwaiting) THEN 1 WHEN j.state = 1 AND j.run_at <= $3 THEN 2 ELSE j.state END, j.result
  FROM sepp_dedup d LEFT JOIN sepp_jobs j ON j.id = d.job_id
  WHERE d.queue = $1 AND d.key = $2 AND d.expires_at > $3`, p.Queue, []byte(p.Key), now).
 		Scan(&id, &first, &expires, &fp, &l.Record.Hits, &state, &l.Result)

@@ -1,17 +1,14 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/storerule"
@@ -49,11 +46,11 @@ SELECT count(*), coalesce(array_agg(DISTINCT queue) FILTER (WHERE state = 2), '{
 }
 
 // Reserve implements store.Worker: FOR UPDATE SKIP LOCKED hands each job to
-// one node's caller even when several nodes reserve at once. A job of an
-// unordered concurrency key without a slot (storerule.Admits) is picked
-// but not leased by the first statement; takeSlots then gives it a slot or
-// puts it in its key's waiting list, and Reserve picks again until Max are
-// leased or none was set aside.
+// one node's caller even when several nodes reserve at once. A job of a
+// concurrency key without a slot, or of a rate key, is picked but not
+// leased by the first statement; gate then gives it a slot and a place in
+// its rate window, or sets it waiting, and Reserve picks again until Max
+// are leased or none was set aside.
 func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.ReservedJob, error) {
 	now := micros(p.Now)
 	expires := micros(p.Now.Add(p.Lease))
@@ -67,6 +64,9 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 		if _, freed, err = expireLeases(ctx, tx, now); err != nil {
 			return err
 		}
+		if err := fireRateTimers(ctx, tx, p, now); err != nil {
+			return err
+		}
 		for waited := true; waited && len(out) < p.Max; {
 			var gated []gatedJob
 			if out, gated, err = reservePick(ctx, tx, p, out, token, now, expires); err != nil {
@@ -75,7 +75,7 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 			if len(gated) == 0 {
 				break
 			}
-			if out, waited, err = takeSlots(ctx, tx, p, out, gated, token, expires); err != nil {
+			if out, waited, err = gate(ctx, tx, p, out, gated, token, now, expires); err != nil {
 				return err
 			}
 		}
@@ -92,16 +92,6 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 	return out, nil
 }
 
-// gatedJob is a job Reserve picked whose concurrency key it must first
-// take a slot of.
-type gatedJob struct {
-	id       store.JobID
-	key      storerule.Key
-	limit    int32
-	priority int32
-	runAt    int64
-}
-
 // reservePick picks the best Max - len(out) ready jobs, leases those that
 // need no slot (appending them to out) and returns, locked, the others.
 func reservePick(ctx context.Context, tx pgx.Tx, p *store.ReserveParams, out []store.ReservedJob, token store.LeaseToken, now, expires int64) ([]store.ReservedJob, []gatedJob, error) {
@@ -116,8 +106,8 @@ func reservePick(ctx context.Context, tx pgx.Tx, p *store.ReserveParams, out []s
 	// A gated job is updated to what it was, so that one statement both
 	// leases the others and returns it.
 	rows, err := tx.Query(ctx, `WITH picked AS (
-  SELECT id, ckey IS NOT NULL AND NOT slot AS gated FROM sepp_jobs
-   WHERE `+queueMatch+` AND state IN (1, 2) AND follows IS NULL AND NOT waiting AND run_at <= $2
+  SELECT id, (ckey IS NOT NULL AND NOT slot) OR rkey IS NOT NULL AS gated FROM sepp_jobs
+   WHERE `+queueMatch+` AND state IN (1, 2) AND follows IS NULL AND NOT waiting AND NOT rwaiting AND run_at <= $2
      AND queue NOT IN (SELECT name FROM sepp_queues WHERE paused)
    ORDER BY priority DESC, run_at, id
    LIMIT $3 FOR UPDATE SKIP LOCKED)
@@ -128,7 +118,8 @@ func reservePick(ctx context.Context, tx pgx.Tx, p *store.ReserveParams, out []s
   worker_id = CASE WHEN gated THEN j.worker_id ELSE $6 END
  FROM picked WHERE j.id = picked.id
  RETURNING j.id, j.queue, j.job_type, j.payload, j.idempotency_key, j.priority, j.run_at, j.max_attempts, j.attempts,
-  j.headers, j.state, j.created_at, j.finalized_at, j.result, j.last_error, j.follows, j.ckey, j.waiting, picked.gated, j.climit`,
+  j.headers, j.state, j.created_at, j.finalized_at, j.result, j.last_error, j.follows, j.ckey, j.waiting, j.rkey, j.rwaiting,
+  j.rfrees_at, picked.gated, j.climit, j.slot, j.rlimit, j.rperiod`,
 		queues, now, p.Max-len(out), token[:], expires, p.WorkerID)
 	if err != nil {
 		return nil, nil, err
@@ -136,91 +127,27 @@ func reservePick(ctx context.Context, tx pgx.Tx, p *store.ReserveParams, out []s
 	defer rows.Close()
 	var gated []gatedJob
 	for rows.Next() {
-		var isGated bool
-		var limit *int32
-		j, err := scanJob(rows, &isGated, &limit)
+		var isGated, slot bool
+		var climit, rlimit *int32
+		var rperiod *int64
+		j, err := scanJob(rows, &isGated, &climit, &slot, &rlimit, &rperiod)
 		if err != nil {
 			return nil, nil, err
 		}
 		if isGated {
-			gated = append(gated, gatedJob{id: j.ID, key: storerule.Key{Queue: j.Queue, Key: j.ConcurrencyKey}, limit: *limit,
-				priority: j.Priority, runAt: micros(j.RunAt)})
+			g := gatedJob{id: j.ID, queue: j.Queue, priority: j.Priority, runAt: micros(j.RunAt)}
+			if j.HasConcurrency && !slot {
+				g.conc = &store.ConcurrencyKey{Key: j.ConcurrencyKey, Limit: int(*climit)}
+			}
+			if j.HasRate {
+				g.rate = &store.RateKey{Key: j.RateKey, Limit: int(*rlimit), Period: time.Duration(*rperiod) * time.Microsecond}
+			}
+			gated = append(gated, g)
 			continue
 		}
 		out = append(out, store.ReservedJob{Job: j, LeaseToken: token, LeaseExpiresAt: fromMicros(expires)})
 	}
 	return out, gated, rows.Err()
-}
-
-// takeSlotsSQL gives up to $4 jobs of the unordered concurrency key ($1,
-// $2) with limit $3 slots, counts the rest waiting, and returns how many
-// took one. The key's row stays locked until the Reserve commits.
-const takeSlotsSQL = `UPDATE sepp_concurrency c SET active = c.active + x.adm, waiting = c.waiting + $4 - x.adm
- FROM (SELECT LEAST(GREATEST($3 - active, 0), $4) AS adm
-  FROM sepp_concurrency WHERE queue = $1 AND key = $2 FOR UPDATE) x
- WHERE c.queue = $1 AND c.key = $2 RETURNING x.adm`
-
-// takeSlots gives the gated jobs, best first, slots of their keys
-// (storerule.Admits, keys in order so that Reserve calls do not deadlock):
-// those that get one are leased and appended to out, the others wait. It
-// reports whether any waits.
-func takeSlots(ctx context.Context, tx pgx.Tx, p *store.ReserveParams, out []store.ReservedJob, gated []gatedJob, token store.LeaseToken, expires int64) ([]store.ReservedJob, bool, error) {
-	// RETURNING gives no order: the best of a key's jobs take its slots.
-	slices.SortFunc(gated, func(a, b gatedJob) int {
-		return storerule.DeliveryOrder(a.priority, a.runAt, a.id, b.priority, b.runAt, b.id)
-	})
-	byKey := map[storerule.Key][]gatedJob{}
-	var keys []storerule.Key
-	for _, g := range gated {
-		if byKey[g.key] == nil {
-			keys = append(keys, g.key)
-		}
-		byKey[g.key] = append(byKey[g.key], g)
-	}
-	slices.SortFunc(keys, func(a, b storerule.Key) int {
-		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Key, b.Key))
-	})
-	adm := make([]int64, len(keys))
-	b := &pgx.Batch{}
-	for i, k := range keys {
-		b.Queue(`INSERT INTO sepp_concurrency (queue, key) VALUES ($1, $2) ON CONFLICT DO NOTHING`, k.Queue, k.Key)
-		b.Queue(takeSlotsSQL, k.Queue, k.Key, byKey[k][0].limit, len(byKey[k])).QueryRow(func(row pgx.Row) error { return row.Scan(&adm[i]) })
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, false, err
-	}
-	var lease, wait []pgtype.UUID
-	for i, k := range keys {
-		for n, g := range byKey[k] {
-			if int64(n) < adm[i] {
-				lease = append(lease, pgID(g.id))
-			} else {
-				wait = append(wait, pgID(g.id))
-			}
-		}
-	}
-	if len(wait) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE sepp_jobs SET waiting = true WHERE id = ANY($1)`, wait); err != nil {
-			return nil, false, err
-		}
-	}
-	if len(lease) == 0 {
-		return out, len(wait) > 0, nil
-	}
-	rows, err := tx.Query(ctx, `UPDATE sepp_jobs SET state = 3, slot = true, attempts = attempts + 1, lease_token = $2,
- lease_expires_at = $3, worker_id = $4 WHERE id = ANY($1) RETURNING `+jobColumns, lease, token[:], expires, p.WorkerID)
-	if err != nil {
-		return nil, false, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, false, err
-		}
-		out = append(out, store.ReservedJob{Job: j, LeaseToken: token, LeaseExpiresAt: fromMicros(expires)})
-	}
-	return out, len(wait) > 0, rows.Err()
 }
 
 const leaseHeld = `id = $1 AND state = 3 AND lease_token = $2 AND lease_expires_at > $3`

@@ -49,22 +49,29 @@ func RuleFree(slots []int64, r *Rule, t int64) int64 {
 	return max(t, slots[first+n-r.Limit]+r.Window)
 }
 
-// RuleTake returns the record, and its slots (nil for one), that rule r's
-// key holds once job j, enqueued at now, takes a slot at t, beside slots (in
-// order): the last Limit of them, with the record naming j.
-func RuleTake(slots []int64, r *Rule, j *Job, t, now int64) (Record, []int64) {
+// TakeSlot returns slots (in order) with a slot at t added, as of now: the
+// last limit of those still in the window at now.
+func TakeSlot(slots []int64, window int64, limit int, t, now int64) []int64 {
 	out := make([]int64, 0, len(slots)+1)
 	for _, s := range slots {
 		// A slot out of the window at now counts at no later moment.
-		if s > now-r.Window {
+		if s > now-window {
 			out = append(out, s)
 		}
 	}
 	i, _ := slices.BinarySearch(out, t)
 	out = slices.Insert(out, i, t)
-	if len(out) > r.Limit {
-		out = out[len(out)-r.Limit:]
+	if len(out) > limit {
+		out = out[len(out)-limit:]
 	}
+	return out
+}
+
+// RuleTake returns the record, and its slots (nil for one), that rule r's
+// key holds once job j, enqueued at now, takes a slot at t, beside slots (in
+// order): the last Limit of them, with the record naming j.
+func RuleTake(slots []int64, r *Rule, j *Job, t, now int64) (Record, []int64) {
+	out := TakeSlot(slots, r.Window, r.Limit, t, now)
 	rec := Record{JobID: j.ID, FirstEnqueuedAt: now, ExpiresAt: out[len(out)-1] + r.Window}
 	if len(out) == 1 {
 		return rec, nil
@@ -154,4 +161,43 @@ func KeepsSlot(c *store.ConcurrencyKey, state store.JobState) bool {
 // arrives), and when due otherwise (a later one is admitted by Reserve).
 func ArrivesAt(c *store.ConcurrencyKey, runAt, now int64) bool {
 	return c.Ordered || runAt <= now
+}
+
+// The delivery side: per-key rate ([queues.rate]). A rate key keeps the
+// times its last Limit jobs were reserved (its slots, as a rule key's): a
+// job is reserved only when fewer than Limit of them lie within the last
+// Period. One that finds the window full waits, off the ready index, in
+// its key's waiting list (in delivery order) until the window has room:
+// then as many waiting jobs as it has room for become deliverable again.
+
+// RateRoom returns how many jobs of rate rk may be reserved at now beside
+// slots (in order), and, when none, the first moment one may.
+func RateRoom(rk *store.RateKey, slots []int64, now int64) (room int, freesAt int64) {
+	r := Rule{Window: rk.Period.Microseconds(), Limit: rk.Limit}
+	n := 0
+	for _, s := range slots {
+		if s > now-r.Window {
+			n++
+		}
+	}
+	if n < r.Limit {
+		return r.Limit - n, now
+	}
+	return 0, RuleFree(slots, &r, now)
+}
+
+// RateTake returns the slots of rate rk once a job is reserved at now.
+func RateTake(rk *store.RateKey, slots []int64, now int64) []int64 {
+	return TakeSlot(slots, rk.Period.Microseconds(), rk.Limit, now, now)
+}
+
+// RateNext returns when a rate key whose jobs still wait, after n of them
+// were made deliverable at now, beside slots, should be looked at again:
+// the moment its window has room once those n are reserved.
+func RateNext(rk *store.RateKey, slots []int64, n int, now int64) int64 {
+	for range n {
+		slots = RateTake(rk, slots, now)
+	}
+	_, at := RateRoom(rk, slots, now)
+	return max(at, now+1)
 }

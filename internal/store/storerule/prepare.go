@@ -38,6 +38,8 @@ type Job struct {
 	Follows store.JobID
 	// Concurrency is the job's per-key concurrency, nil without one.
 	Concurrency *store.ConcurrencyKey
+	// Rate is the job's per-key delivery rate, nil without one.
+	Rate *store.RateKey
 	// Rules are the job's rule keys, each recorded under RuleQueue.
 	Rules       []Rule
 	Priority    int32
@@ -73,6 +75,7 @@ func Prepare(j *store.EnqueueJob, now int64) (Job, error) {
 		Replace:         j.Replace,
 		RunAgain:        j.RunAgain,
 		Concurrency:     j.Concurrency,
+		Rate:            j.Rate,
 		Debounce:        j.Debounce.Microseconds(),
 		DebounceMaxWait: j.DebounceMaxWait.Microseconds(),
 		Priority:        j.Priority,

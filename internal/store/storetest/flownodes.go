@@ -21,6 +21,7 @@ func RunFlowNodes(t *testing.T, open func(t *testing.T) [3]store.Store) {
 		{"FollowUpAcrossNodes", testFollowUpAcrossNodes},
 		{"ConcurrencyAcrossNodes", testConcurrencyAcrossNodes},
 		{"RuleLimitAcrossNodes", testRuleLimitAcrossNodes},
+		{"RateAcrossNodes", rateAcross},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

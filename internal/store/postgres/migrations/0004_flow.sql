@@ -8,12 +8,33 @@ ALTER TABLE sepp_dedup ADD COLUMN slots bigint[];
 -- ckey, climit, cordered: the job's key under [queues.concurrency], fixed
 -- when it is enqueued (NULL: none); slot: it holds a slot of its key;
 -- waiting: it waits for one, off the ready index (storerule.KeyCount).
+-- rkey, rlimit, rperiod (µs): the job's key under [queues.rate], fixed
+-- when it is enqueued (NULL: none); rwaiting: it waits, off the ready
+-- index, for its rate key's window, which had room again at rfrees_at.
 ALTER TABLE sepp_jobs ADD COLUMN follows uuid, ADD COLUMN flow smallint NOT NULL DEFAULT 0,
   ADD COLUMN ckey text, ADD COLUMN climit integer, ADD COLUMN cordered boolean NOT NULL DEFAULT false,
-  ADD COLUMN slot boolean NOT NULL DEFAULT false, ADD COLUMN waiting boolean NOT NULL DEFAULT false;
+  ADD COLUMN slot boolean NOT NULL DEFAULT false, ADD COLUMN waiting boolean NOT NULL DEFAULT false,
+  ADD COLUMN rkey text, ADD COLUMN rlimit integer, ADD COLUMN rperiod bigint,
+  ADD COLUMN rwaiting boolean NOT NULL DEFAULT false, ADD COLUMN rfrees_at bigint;
 DROP INDEX sepp_jobs_ready;
 CREATE INDEX sepp_jobs_ready ON sepp_jobs (queue, priority DESC, run_at, id)
-  WHERE state IN (1, 2) AND follows IS NULL AND NOT waiting;
+  WHERE state IN (1, 2) AND follows IS NULL AND NOT waiting AND NOT rwaiting;
+CREATE INDEX sepp_jobs_rate_waiting ON sepp_jobs (queue, rkey, priority DESC, run_at, id) WHERE rwaiting;
+-- A rate key's record (storerule.RateRoom): its slots, how many of its jobs
+-- wait, and when to look at it again (timer): when its window has room for
+-- them, or, with none waiting, when its last slot leaves the window and the
+-- row can go.
+CREATE TABLE sepp_rate (
+    queue   text     NOT NULL,
+    key     text     NOT NULL,
+    rlimit  integer  NOT NULL,
+    period  bigint   NOT NULL,
+    slots   bigint[] NOT NULL DEFAULT '{}',
+    waiting bigint   NOT NULL DEFAULT 0,
+    timer   bigint,
+    PRIMARY KEY (queue, key)
+);
+CREATE INDEX sepp_rate_timer ON sepp_rate (timer) WHERE timer IS NOT NULL;
 CREATE INDEX sepp_jobs_follows ON sepp_jobs (follows) WHERE follows IS NOT NULL;
 -- A concurrency key's waiting list: in enqueue order when ordered, in
 -- delivery order otherwise.
@@ -75,8 +96,8 @@ END $$;
 -- state in the same transaction: a job that ends releases the follow-up
 -- that waits for it (which, ordered, then arrives at its key) and frees its
 -- slot; an unordered job leaving the reserved state frees its slot; a job
--- cancelled while it waits leaves its key's count; an ordered job made
--- deliverable again (a requeue) arrives at its key.
+-- cancelled while it waits leaves its key's count (or its rate key's); an
+-- ordered job made deliverable again (a requeue) arrives at its key.
 CREATE FUNCTION sepp_job_state() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   ended boolean := NEW.state IN (4, 5, 6) AND OLD.state NOT IN (4, 5, 6);
@@ -95,6 +116,10 @@ BEGIN
       END IF;
       PERFORM pg_notify('sepp_jobs', NEW.queue);
     END IF;
+  END IF;
+  IF NEW.rwaiting AND ended THEN
+    NEW.rwaiting := false;
+    UPDATE sepp_rate SET waiting = waiting - 1 WHERE queue = NEW.queue AND key = NEW.rkey;
   END IF;
   IF NEW.ckey IS NOT NULL THEN
     IF NEW.waiting AND ended THEN
@@ -115,5 +140,5 @@ BEGIN
   RETURN NEW;
 END $$;
 CREATE TRIGGER sepp_job_state BEFORE UPDATE OF state ON sepp_jobs FOR EACH ROW
-  WHEN (OLD.state IS DISTINCT FROM NEW.state AND (NEW.flow <> 0 OR NEW.ckey IS NOT NULL))
+  WHEN (OLD.state IS DISTINCT FROM NEW.state AND (NEW.flow <> 0 OR NEW.ckey IS NOT NULL OR NEW.rwaiting))
   EXECUTE FUNCTION sepp_job_state();
