@@ -136,11 +136,19 @@ type jobsByState struct{ s *Server }
 var (
 	jobsDesc  = prometheus.NewDesc("sepp_jobs", "Jobs by queue and state, read from the store at scrape time.", []string{"queue", "state"}, nil)
 	dedupDesc = prometheus.NewDesc("sepp_dedup_records", "Live dedup records by queue, read from the store at scrape time.", []string{"queue"}, nil)
+	heldDesc  = prometheus.NewDesc("sepp_jobs_held", "Jobs held back by queue and by what holds them (follow_up: a follow-up waiting for the job it follows to end; concurrency: its key at its [queues.concurrency] limit; rate: its key's [queues.rate] window full), read from the store at scrape time; they count in sepp_jobs as scheduled.", []string{"queue", "by"}, nil)
 )
+
+// scrapedHolds are the holds sepp_jobs_held reports, with their labels.
+var scrapedHolds = [...]struct {
+	hold  store.Hold
+	label string
+}{{store.HoldFollowUp, "follow_up"}, {store.HoldConcurrency, "concurrency"}, {store.HoldRate, "rate"}}
 
 func (c jobsByState) Describe(ch chan<- *prometheus.Desc) {
 	ch <- jobsDesc
 	ch <- dedupDesc
+	ch <- heldDesc
 }
 
 func (c jobsByState) Collect(ch chan<- prometheus.Metric) {
@@ -155,6 +163,7 @@ func (c jobsByState) Collect(ch chan<- prometheus.Metric) {
 	// "other".
 	type counts struct {
 		jobs  [len(scrapedStates)]int64
+		held  [len(scrapedHolds)]int64
 		dedup int64
 	}
 	byLabel := map[string]*counts{}
@@ -170,6 +179,9 @@ func (c jobsByState) Collect(ch chan<- prometheus.Metric) {
 		for i, st := range scrapedStates {
 			sum.jobs[i] += q.Counts[st]
 		}
+		for i, h := range scrapedHolds {
+			sum.held[i] += q.Held[h.hold]
+		}
 		sum.dedup += q.DedupRecords
 	}
 	for _, label := range labels {
@@ -178,6 +190,9 @@ func (c jobsByState) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(sum.jobs[i]), label, st.String())
 		}
 		ch <- prometheus.MustNewConstMetric(dedupDesc, prometheus.GaugeValue, float64(sum.dedup), label)
+		for i, h := range scrapedHolds {
+			ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(sum.held[i]), label, h.label)
+		}
 	}
 }
 
