@@ -19,14 +19,6 @@ func gated(key string, limit int, ordered bool) store.EnqueueJob {
 	return j
 }
 
-func ids(rs []store.ReservedJob) map[store.JobID]store.ReservedJob {
-	m := map[store.JobID]store.ReservedJob{}
-	for _, r := range rs {
-		m[r.Job.ID] = r
-	}
-	return m
-}
-
 // testConcurrencyLimit: Reserve hands out at most limit jobs of a key at
 // once and fills the rest from other keys; a job that waits says so; a
 // slot frees when its job completes, or, unordered, when it waits for its
