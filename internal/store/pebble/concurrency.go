@@ -110,29 +110,8 @@ func (t *tx) releaseSlot(r *record, now int64) error {
 	}
 	n.Active--
 	if n.Waiting > 0 {
-		prefix := concWaitPrefix(r.Queue, r.Conc.Key)
-		var head store.JobID
-		var found []byte
-		err := t.walk(prefix, prefixEnd(prefix), false, func(k, _ []byte) (bool, error) {
-			found = append([]byte(nil), k...)
-			copy(head[:], k[len(k)-len(head):])
-			return false, nil
-		})
-		if err != nil {
-			return err
-		}
-		if found == nil {
-			return errors.New("pebble: a concurrency key counts waiting jobs its list does not have")
-		}
-		if err := t.del(found); err != nil {
-			return err
-		}
-		t.taken(prefix, found)
 		n.Waiting--
-		if n.Waiting == 0 {
-			t.dropCursor(prefix)
-		}
-		h, err := getJob(t.b, head)
+		h, err := t.takeHead(concWaitPrefix(r.Queue, r.Conc.Key), n.Waiting == 0)
 		if err != nil {
 			return err
 		}
@@ -162,4 +141,30 @@ func (t *tx) leaveReserved(r *record, state store.JobState, now int64) error {
 		return nil
 	}
 	return t.releaseSlot(r, now)
+}
+
+// takeHead takes the first entry off the waiting list prefix (a
+// concurrency or rate key's, whose entries end with a job id) and returns
+// its job; last says the list is then empty, and its cursor goes.
+func (t *tx) takeHead(prefix []byte, last bool) (*record, error) {
+	var found []byte
+	if err := t.walk(prefix, prefixEnd(prefix), false, func(k, _ []byte) (bool, error) {
+		found = append([]byte(nil), k...)
+		return false, nil
+	}); err != nil {
+		return nil, err
+	}
+	if found == nil {
+		return nil, errors.New("pebble: a key counts waiting jobs its list does not have")
+	}
+	if err := t.del(found); err != nil {
+		return nil, err
+	}
+	t.taken(prefix, found)
+	if last {
+		t.dropCursor(prefix)
+	}
+	var id store.JobID
+	copy(id[:], found[len(found)-len(id):])
+	return getJob(t.b, id)
 }

@@ -171,8 +171,14 @@ func concWaitPrefix(queue, ckey string) []byte {
 // concWaitKey is r's entry in its key's waiting list: by id when ordered,
 // else in delivery order.
 func concWaitKey(r *record) []byte {
-	b := concWaitPrefix(r.Queue, r.Conc.Key)
-	if !r.Conc.Ordered {
+	return waitEntry(concWaitPrefix(r.Queue, r.Conc.Key), r, !r.Conc.Ordered)
+}
+
+// waitEntry is r's entry in the waiting list prefix: its id, after its
+// priority and run-at when byDelivery.
+func waitEntry(prefix []byte, r *record, byDelivery bool) []byte {
+	b := prefix
+	if byDelivery {
 		b = binary.BigEndian.AppendUint32(b, ^(uint32(r.Priority) ^ (1 << 31)))
 		b = appendInt64(b, r.RunAt)
 	}
@@ -190,12 +196,7 @@ func rateWaitPrefix(queue, rkey string) []byte {
 
 // rateWaitKey is r's entry in its rate key's waiting list, in delivery
 // order.
-func rateWaitKey(r *record) []byte {
-	b := rateWaitPrefix(r.Queue, r.Rate.Key)
-	b = binary.BigEndian.AppendUint32(b, ^(uint32(r.Priority) ^ (1 << 31)))
-	b = appendInt64(b, r.RunAt)
-	return append(b, r.ID[:]...)
-}
+func rateWaitKey(r *record) []byte { return waitEntry(rateWaitPrefix(r.Queue, r.Rate.Key), r, true) }
 
 func rateTimerKey(at int64, queue, rkey string) []byte {
 	return append(appendString(appendInt64([]byte{kindRateTimer}, at), queue), rkey...)

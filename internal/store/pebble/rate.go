@@ -2,7 +2,6 @@ package pebble
 
 import (
 	"encoding/binary"
-	"errors"
 	"time"
 
 	"github.com/sepp-dev/sepp/internal/store"
@@ -176,28 +175,8 @@ func fireRateTimers(t *tx, p *store.ReserveParams, now int64) error {
 
 // rateWaitingHead makes the first job waiting for the rate key deliverable.
 func (t *tx) rateWaitingHead(queue, rkey string, rec *rateRecord, now int64) error {
-	prefix := rateWaitPrefix(queue, rkey)
-	var found []byte
-	var id store.JobID
-	if err := t.walk(prefix, prefixEnd(prefix), false, func(k, _ []byte) (bool, error) {
-		found = append([]byte(nil), k...)
-		copy(id[:], k[len(k)-len(id):])
-		return false, nil
-	}); err != nil {
-		return err
-	}
-	if found == nil {
-		return errors.New("pebble: a rate key counts waiting jobs its list does not have")
-	}
-	if err := t.del(found); err != nil {
-		return err
-	}
-	t.taken(prefix, found)
 	rec.Waiting--
-	if rec.Waiting == 0 {
-		t.dropCursor(prefix)
-	}
-	h, err := getJob(t.b, id)
+	h, err := t.takeHead(rateWaitPrefix(queue, rkey), rec.Waiting == 0)
 	if err != nil {
 		return err
 	}

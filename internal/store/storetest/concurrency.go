@@ -123,64 +123,77 @@ func testConcurrencyHotKey(t *testing.T, s store.Store) {
 
 // testConcurrencyConcurrentReserve: workers reserving and completing at
 // once never hold more than limit jobs of a key, and with ordered get them
-// in enqueue order: a job is reserved only once every job limit places
-// before it has been handed to Complete.
+// in enqueue order.
 func testConcurrencyConcurrentReserve(t *testing.T, s store.Store) {
 	for _, ordered := range []bool{false, true} {
-		key := fmt.Sprint("k-", ordered)
-		const n, limit = 60, 2
-		pos := map[store.JobID]int{}
-		for i := range n {
-			pos[enqueueOne(t, s, t0, gated(key, limit, ordered)).JobID] = i
-		}
-		var held, peak atomic.Int64
-		var mu sync.Mutex
-		completing := make([]bool, n)
-		delivered := 0
-		var wg sync.WaitGroup
-		var done atomic.Int64
-		for w := range 6 {
-			wg.Go(func() {
-				for done.Load() < n {
-					rs, err := s.Reserve(context.Background(), &store.ReserveParams{Queues: []string{"acct"}, WorkerID: fmt.Sprint(w), Max: 3, Lease: time.Hour, Now: t0})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					for _, r := range rs {
-						if h := held.Add(1); h > peak.Load() {
-							peak.Store(h)
-						}
-						mu.Lock()
-						delivered++
-						if ordered {
-							for j := range pos[r.Job.ID] - limit + 1 {
-								if !completing[j] {
-									t.Errorf("ordered: job %d reserved while job %d had not completed", pos[r.Job.ID], j)
-								}
-							}
-						}
-						mu.Unlock()
-					}
-					for _, r := range rs {
-						held.Add(-1)
-						mu.Lock()
-						completing[pos[r.Job.ID]] = true
-						mu.Unlock()
-						if err := complete(s, r.Job.ID, r.LeaseToken, nil, t0); err != nil {
-							t.Error(err)
-						}
-						done.Add(1)
-					}
+		concurrentDeliveries(t, []store.Store{s}, 60, 2, ordered)
+	}
+}
+
+// concurrentDeliveries enqueues n jobs of one concurrency key with limit
+// and order on the nodes, and has six workers spread over them reserve and
+// complete in a loop until all are done: never more than limit are held
+// at once, and with ordered the jobs are first delivered in enqueue order:
+// no job's first Reserve call started after the call that first returned a
+// later job had ended.
+func concurrentDeliveries(t *testing.T, nodes []store.Store, n, limit int, ordered bool) {
+	key := fmt.Sprint("k-", limit, "-", ordered)
+	pos := map[store.JobID]int{}
+	for i := range n {
+		pos[enqueueOne(t, nodes[i%len(nodes)], t0, gated(key, limit, ordered)).JobID] = i
+	}
+	var held, peak, done, clock atomic.Int64
+	var mu sync.Mutex
+	// The ticks of the Reserve call that first returned each job.
+	started, ended := make([]int64, n), make([]int64, n)
+	delivered := 0
+	var wg sync.WaitGroup
+	for w := range 6 {
+		s := nodes[w%len(nodes)]
+		wg.Go(func() {
+			for done.Load() < int64(n) {
+				start := clock.Add(1)
+				rs, err := s.Reserve(context.Background(), &store.ReserveParams{Queues: []string{"acct"}, WorkerID: fmt.Sprint(w), Max: 3, Lease: time.Hour, Now: t0})
+				end := clock.Add(1)
+				if err != nil {
+					t.Error(err)
+					return
 				}
-			})
-		}
-		wg.Wait()
-		if p := peak.Load(); p > limit {
-			t.Fatalf("ordered=%v: %d jobs of one key held at once, limit %d", ordered, p, limit)
-		}
-		if delivered != n {
-			t.Fatalf("ordered=%v: %d deliveries, want %d", ordered, delivered, n)
+				for _, r := range rs {
+					if h := held.Add(1); h > peak.Load() {
+						peak.Store(h)
+					}
+					mu.Lock()
+					if i := pos[r.Job.ID]; started[i] == 0 {
+						started[i], ended[i] = start, end
+						delivered++
+					}
+					mu.Unlock()
+				}
+				for _, r := range rs {
+					held.Add(-1)
+					if err := complete(s, r.Job.ID, r.LeaseToken, nil, t0); err != nil {
+						t.Error(err)
+					}
+					done.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if p := peak.Load(); p > int64(limit) {
+		t.Fatalf("ordered=%v: %d jobs of one key held at once, limit %d", ordered, p, limit)
+	}
+	if delivered != n {
+		t.Fatalf("ordered=%v: %d deliveries, want %d", ordered, delivered, n)
+	}
+	if ordered {
+		for k := range n {
+			for j := range k {
+				if started[j] > ended[k] {
+					t.Fatalf("ordered: job %d was first delivered before job %d", k, j)
+				}
+			}
 		}
 	}
 }

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -77,55 +76,7 @@ func testFollowUpAcrossNodes(t *testing.T, n [3]store.Store) {
 // ordered deliver its jobs in enqueue order.
 func testConcurrencyAcrossNodes(t *testing.T, n [3]store.Store) {
 	for _, ordered := range []bool{false, true} {
-		key := fmt.Sprint("k-", ordered)
-		const total = 45
-		var want []store.JobID
-		for i := range total {
-			want = append(want, enqueueOne(t, n[i%3], t0, gated(key, 1, ordered)).JobID)
-		}
-		var held, peak, done atomic.Int64
-		var mu sync.Mutex
-		var order []store.JobID
-		var wg sync.WaitGroup
-		for w := range 6 {
-			s := n[w%3]
-			wg.Go(func() {
-				for done.Load() < total {
-					rs, err := s.Reserve(context.Background(), &store.ReserveParams{Queues: []string{"acct"}, WorkerID: fmt.Sprint(w), Max: 2, Lease: time.Hour, Now: t0})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					for _, r := range rs {
-						if h := held.Add(1); h > peak.Load() {
-							peak.Store(h)
-						}
-						mu.Lock()
-						order = append(order, r.Job.ID)
-						mu.Unlock()
-						held.Add(-1)
-						if err := complete(s, r.Job.ID, r.LeaseToken, nil, t0); err != nil {
-							t.Error(err)
-						}
-						done.Add(1)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if p := peak.Load(); p > 1 {
-			t.Fatalf("ordered=%v: %d jobs of one key held at once across nodes, limit 1", ordered, p)
-		}
-		if len(order) != total {
-			t.Fatalf("ordered=%v: %d deliveries, want %d", ordered, len(order), total)
-		}
-		if ordered {
-			for i := range want {
-				if order[i] != want[i] {
-					t.Fatalf("ordered: delivery %d is %x, want %x", i, order[i], want[i])
-				}
-			}
-		}
+		concurrentDeliveries(t, n[:], 45, 1, ordered)
 	}
 }
 
