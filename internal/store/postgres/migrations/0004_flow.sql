@@ -69,26 +69,34 @@ BEGIN
 END $$;
 
 -- sepp_release_slot frees a slot of (q, k) and admits the first job that
--- waits for one, telling the nodes its queue has a deliverable job.
-CREATE FUNCTION sepp_release_slot(q text, k text) RETURNS void LANGUAGE plpgsql AS $$
+-- waits for one (which takes the slot over), telling the nodes its queue
+-- has a deliverable job.
+CREATE FUNCTION sepp_release_slot(q text, k text, ordered boolean) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   w bigint;
   h uuid;
 BEGIN
-  UPDATE sepp_concurrency SET active = active - 1 WHERE queue = q AND key = k RETURNING waiting INTO w;
+  SELECT waiting INTO w FROM sepp_concurrency WHERE queue = q AND key = k FOR UPDATE;
   IF w > 0 THEN
-    SELECT id INTO h FROM sepp_jobs WHERE queue = q AND ckey = k AND waiting AND cordered ORDER BY id LIMIT 1 FOR UPDATE;
+    IF ordered THEN
+      SELECT id INTO h FROM sepp_jobs WHERE queue = q AND ckey = k AND waiting AND cordered ORDER BY id LIMIT 1 FOR UPDATE;
+    END IF;
     IF h IS NULL THEN
       SELECT id INTO h FROM sepp_jobs WHERE queue = q AND ckey = k AND waiting AND NOT cordered
        ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE;
     END IF;
+    IF h IS NULL AND NOT ordered THEN
+      -- A key whose jobs were enqueued ordered before its queue changed.
+      SELECT id INTO h FROM sepp_jobs WHERE queue = q AND ckey = k AND waiting AND cordered ORDER BY id LIMIT 1 FOR UPDATE;
+    END IF;
     IF h IS NOT NULL THEN
       UPDATE sepp_jobs SET waiting = false, slot = true WHERE id = h;
-      UPDATE sepp_concurrency SET active = active + 1, waiting = waiting - 1 WHERE queue = q AND key = k;
+      UPDATE sepp_concurrency SET waiting = waiting - 1 WHERE queue = q AND key = k;
       PERFORM pg_notify('sepp_jobs', q);
       RETURN;
     END IF;
   END IF;
+  UPDATE sepp_concurrency SET active = active - 1 WHERE queue = q AND key = k;
   DELETE FROM sepp_concurrency WHERE queue = q AND key = k AND active <= 0 AND waiting <= 0;
 END $$;
 
@@ -127,7 +135,7 @@ BEGIN
       UPDATE sepp_concurrency SET waiting = waiting - 1 WHERE queue = NEW.queue AND key = NEW.ckey;
     ELSIF NEW.slot AND (ended OR (OLD.state = 3 AND NEW.state IN (1, 2) AND NOT NEW.cordered)) THEN
       NEW.slot := false;
-      PERFORM sepp_release_slot(NEW.queue, NEW.ckey);
+      PERFORM sepp_release_slot(NEW.queue, NEW.ckey, NEW.cordered);
     ELSIF NEW.cordered AND NOT NEW.slot AND NOT NEW.waiting AND NEW.follows IS NULL
       AND OLD.state IN (4, 5, 6) AND NEW.state IN (1, 2) THEN
       IF sepp_arrive(NEW.queue, NEW.ckey, NEW.climit, true) THEN
