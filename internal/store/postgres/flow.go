@@ -254,3 +254,24 @@ func fireRateTimers(ctx context.Context, tx pgx.Tx, p *store.ReserveParams, now 
 	}
 	return tx.SendBatch(ctx, b).Close()
 }
+
+// rateWakes tells p.WakeAt when the first rate key of each of p's queues
+// with waiting jobs is to be looked at again.
+func rateWakes(ctx context.Context, tx pgx.Tx, p *store.ReserveParams) error {
+	rows, err := tx.Query(ctx, `SELECT queue, min(timer) FROM sepp_rate WHERE queue = ANY($1) AND waiting > 0 GROUP BY queue`, p.Queues)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var queue string
+		var at *int64
+		if err := rows.Scan(&queue, &at); err != nil {
+			return err
+		}
+		if at != nil {
+			p.WakeAt(queue, fromMicros(*at))
+		}
+	}
+	return rows.Err()
+}

@@ -79,6 +79,12 @@ func (s *Store) Reserve(ctx context.Context, p *store.ReserveParams) ([]store.Re
 				return err
 			}
 		}
+		if len(out) == 0 && p.WakeAt != nil {
+			// Nothing to deliver: a waiting Reserve on this node looks
+			// again when the first rate window of its queues has room,
+			// whichever node held the jobs.
+			return rateWakes(ctx, tx, p)
+		}
 		return nil
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ func RunFlowNodes(t *testing.T, open func(t *testing.T) [3]store.Store) {
 		{"ConcurrencyAcrossNodes", testConcurrencyAcrossNodes},
 		{"RuleLimitAcrossNodes", testRuleLimitAcrossNodes},
 		{"RateAcrossNodes", rateAcross},
+		{"RateWakesOtherNodes", testRateWakesOtherNodes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,5 +101,27 @@ func testRuleLimitAcrossNodes(t *testing.T, n [3]store.Store) {
 	wg.Wait()
 	if c := created.Load(); c != 4 {
 		t.Fatalf("%d created across three nodes, want 4", c)
+	}
+}
+
+// testRateWakesOtherNodes: a Reserve on one node that finds nothing to
+// deliver is told when the rate window another node held jobs for has
+// room, so that its long poll looks again then.
+func testRateWakesOtherNodes(t *testing.T, n [3]store.Store) {
+	a := enqueueOne(t, n[0], t0, rated("A", 1, time.Minute))
+	enqueueOne(t, n[0], t0, rated("A", 1, time.Minute))
+	wantReserved(t, reserve(t, n[0], t0, 10, "api"), a.JobID)
+	var wakes []time.Time
+	rs, err := n[1].Reserve(context.Background(), &store.ReserveParams{Queues: []string{"api"}, WorkerID: "b", Max: 10, Lease: time.Hour,
+		Now: t0.Add(time.Second), WakeAt: func(queue string, at time.Time) {
+			if queue == "api" {
+				wakes = append(wakes, at)
+			}
+		}})
+	if err != nil || len(rs) != 0 {
+		t.Fatalf("reserve on another node: %v %+v", err, rs)
+	}
+	if len(wakes) == 0 || !wakes[0].Equal(t0.Add(time.Minute)) {
+		t.Fatalf("wake-ups %v, want one at %v", wakes, t0.Add(time.Minute))
 	}
 }

@@ -35,6 +35,7 @@ CREATE TABLE sepp_rate (
     PRIMARY KEY (queue, key)
 );
 CREATE INDEX sepp_rate_timer ON sepp_rate (timer) WHERE timer IS NOT NULL;
+CREATE INDEX sepp_rate_waiting ON sepp_rate (queue, timer) WHERE waiting > 0;
 CREATE INDEX sepp_jobs_follows ON sepp_jobs (follows) WHERE follows IS NOT NULL;
 -- A concurrency key's waiting list: in enqueue order when ordered, in
 -- delivery order otherwise.
