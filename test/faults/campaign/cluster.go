@@ -215,8 +215,23 @@ func (c *cluster) nodeConfig(n *node) string {
 		if q.DebounceMS > 0 {
 			fmt.Fprintf(&b, "debounce_ms = %d\n", q.DebounceMS)
 		}
+		if q.WhenRunning != "" {
+			fmt.Fprintf(&b, "when_running = %q\n", q.WhenRunning)
+		}
 		if q.RuleWindowMS > 0 {
-			fmt.Fprintf(&b, "\n[[queues.rules]]\nname = \"one-per-account\"\nkey_fields = [\"/account\"]\nwindow_ms = %d\n", q.RuleWindowMS)
+			fmt.Fprintf(&b, "\n[[queues.rules]]\nname = \"per-account\"\nkey_fields = [\"/account\"]\nwindow_ms = %d\n", q.RuleWindowMS)
+			if q.RuleLimit > 0 {
+				fmt.Fprintf(&b, "limit = %d\n", q.RuleLimit)
+			}
+			if q.RuleAction != "" {
+				fmt.Fprintf(&b, "action = %q\n", q.RuleAction)
+			}
+		}
+		if q.ConcurrencyLimit > 0 {
+			fmt.Fprintf(&b, "\n[queues.concurrency]\nkey_fields = [\"/account\"]\nlimit = %d\nordered = %t\n", q.ConcurrencyLimit, q.ConcurrencyOrdered)
+		}
+		if q.RateLimit > 0 {
+			fmt.Fprintf(&b, "\n[queues.rate]\nkey_fields = [\"/account\"]\nlimit = %d\nperiod_ms = %d\n", q.RateLimit, q.RatePeriodMS)
 		}
 		b.WriteString("\n")
 	}

@@ -66,6 +66,21 @@ func TestNodeConfig(t *testing.T) {
 				Name          string `toml:"name"`
 				DedupWindowMs int64  `toml:"dedup_window_ms"`
 				OnDuplicate   string `toml:"on_duplicate"`
+				WhenRunning   string `toml:"when_running"`
+				DebounceMs    int64  `toml:"debounce_ms"`
+				Rules         []struct {
+					WindowMs int64  `toml:"window_ms"`
+					Limit    int    `toml:"limit"`
+					Action   string `toml:"action"`
+				} `toml:"rules"`
+				Concurrency *struct {
+					Limit   int  `toml:"limit"`
+					Ordered bool `toml:"ordered"`
+				} `toml:"concurrency"`
+				Rate *struct {
+					Limit    int   `toml:"limit"`
+					PeriodMs int64 `toml:"period_ms"`
+				} `toml:"rate"`
 			} `toml:"queues"`
 		}
 		if err := toml.Unmarshal([]byte(c.nodeConfig(n)), &cfg); err != nil {
@@ -79,8 +94,19 @@ func TestNodeConfig(t *testing.T) {
 		}
 		for i, q := range cfg.Queues {
 			p := campaignQueues[i]
-			if q.Name != p.Queue || q.DedupWindowMs != p.DedupWindowMS || q.OnDuplicate != p.OnDuplicate {
+			if q.Name != p.Queue || q.DedupWindowMs != p.DedupWindowMS || q.OnDuplicate != p.OnDuplicate ||
+				q.WhenRunning != p.WhenRunning || q.DebounceMs != p.DebounceMS {
 				t.Errorf("queue %d: config %+v, policy %+v", i, q, p)
+			}
+			if p.RuleWindowMS > 0 != (len(q.Rules) == 1) ||
+				(len(q.Rules) == 1 && (q.Rules[0].WindowMs != p.RuleWindowMS || q.Rules[0].Limit != p.RuleLimit || q.Rules[0].Action != p.RuleAction)) {
+				t.Errorf("queue %s: rules %+v, policy %+v", p.Queue, q.Rules, p)
+			}
+			if c := q.Concurrency; (p.ConcurrencyLimit > 0) != (c != nil) || (c != nil && (c.Limit != p.ConcurrencyLimit || c.Ordered != p.ConcurrencyOrdered)) {
+				t.Errorf("queue %s: concurrency %+v, policy %+v", p.Queue, c, p)
+			}
+			if r := q.Rate; (p.RateLimit > 0) != (r != nil) || (r != nil && (r.Limit != p.RateLimit || r.PeriodMs != p.RatePeriodMS)) {
+				t.Errorf("queue %s: rate %+v, policy %+v", p.Queue, r, p)
 			}
 		}
 	}

@@ -89,10 +89,15 @@ func readState(ctx context.Context, n nodeConn, seen *keySet) (history.State, er
 				return st, fmt.Errorf("list jobs of %s: %w", q.Queue, err)
 			}
 			for _, j := range res.GetJobs() {
-				st.Jobs = append(st.Jobs, history.Job{ID: j.GetJobId(), Queue: j.GetQueue(), Key: j.GetIdempotencyKey(),
+				hj := history.Job{ID: j.GetJobId(), Queue: j.GetQueue(), Key: j.GetIdempotencyKey(),
 					JobType: j.GetJobType(), State: stateName(j.GetState()), Attempts: int(j.GetAttempts()),
 					Result: string(j.GetResult()), CreatedAt: history.At(j.GetCreatedAt().AsTime()),
-					RuleKey: ruleKeyOf(j.GetQueue(), j.GetIdempotencyKey())})
+					RuleKey: ruleKeyOf(j.GetQueue(), j.GetIdempotencyKey()), FollowsJobID: j.GetFollowsJobId(), HeldBy: holdName(j.GetHeldBy())}
+				if j.GetFinalizedAt() != nil {
+					hj.FinalizedAt = history.At(j.GetFinalizedAt().AsTime())
+				}
+				hj.ConcKey, hj.RateKey = flowKeysOf(j.GetQueue(), j.GetPayload())
+				st.Jobs = append(st.Jobs, hj)
 			}
 			token = res.GetNextPageToken()
 			if token == "" {
@@ -163,6 +168,15 @@ func lookupAll(ctx context.Context, n int, look func(ctx context.Context, i int)
 
 // defaultWindowMS is the dedup window of a queue that sets none (24 h).
 const defaultWindowMS = 86400000
+
+// holdName is what holds a job back, as the history names it: follow_up,
+// concurrency, rate, or "" for nothing.
+func holdName(h seppv1.JobHold) string {
+	if h == seppv1.JobHold_JOB_HOLD_UNSPECIFIED {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(h.String(), "JOB_HOLD_"))
+}
 
 func stateName(s seppv1.JobState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "JOB_STATE_"))

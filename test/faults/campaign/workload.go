@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -34,7 +35,29 @@ var campaignQueues = []history.QueuePolicy{
 	// Debounce: a job runs debounceMS after the last request that created or
 	// replaced it.
 	{Queue: "nudges", OnDuplicate: "debounce", DebounceMS: debounceMS, DedupWindowMS: 2000},
+	// Run again: a key enqueued while its job runs gets one follow-up, which
+	// runs once the running job has ended. Few keys, reused while their jobs
+	// run (the handler takes a while), and a window longer than a run.
+	{Queue: "rerun", WhenRunning: "run_again", DedupWindowMS: 5000},
+	// Per-key concurrency: one job of an account at a time, in enqueue
+	// order; and two at a time, in any order.
+	{Queue: "serial", ConcurrencyLimit: 1, ConcurrencyOrdered: true},
+	{Queue: "pairs", ConcurrencyLimit: 2},
+	// Rules with a limit: three jobs per account within 2 s, the others
+	// refused; and two per account within 1 s, the others delayed.
+	{Queue: "bursts", RuleWindowMS: 2000, RuleLimit: 3},
+	{Queue: "spread", RuleWindowMS: 1000, RuleLimit: 2, RuleAction: "delay"},
+	// Per-key rate: at most three jobs of an account reserved within 1 s.
+	{Queue: "metered", RateLimit: 3, RatePeriodMS: 1000},
 }
+
+// accountsOf is how many accounts the payloads of a queue with per-account
+// rules, concurrency or rate spread over: few enough that a key's limit
+// is reached.
+var accountsOf = map[string]int{"payments": accounts, "bursts": 10, "spread": 30, "serial": 8, "pairs": 5, "metered": 6}
+
+// rerunKeys is how many keys the run_again queue's jobs have.
+const rerunKeys = 8
 
 const (
 	// The window of the "ticks" queue: short, so keys are created again
@@ -54,7 +77,17 @@ const (
 
 // The window the history's state section reports for a queue whose config
 // leaves the default (24 h): longer than any run, so taken as unbounded.
-var keyedQueues = []string{"orders", "mail", "digest", "ticks", "payments", "nudges"}
+var keyedQueues = []string{"orders", "mail", "digest", "ticks", "payments", "nudges", "rerun", "serial", "pairs", "bursts", "spread", "metered"}
+
+// policyOf is the campaign's policy of queue.
+func policyOf(queue string) history.QueuePolicy {
+	for _, q := range campaignQueues {
+		if q.Queue == queue {
+			return q
+		}
+	}
+	return history.QueuePolicy{Queue: queue}
+}
 
 // client is one client process of the history: it runs one operation at a
 // time against one node, and moves to the next node after an operation of
@@ -160,8 +193,8 @@ func errorMeta(err error, key string) string {
 // payloadFor is the payload of an enqueue: fixed per (queue, key) except on
 // the replace queue, where every request brings new content.
 func (c *client) payloadFor(queue, key string) []byte {
-	if queue == "payments" {
-		return []byte(fmt.Sprintf(`{"account":%q,"key":%q}`, accountOf(key), key))
+	if n := accountsOf[queue]; n > 0 {
+		return []byte(fmt.Sprintf(`{"account":%q,"key":%q}`, accountIn(key, n), key))
 	}
 	if queue == "digest" || queue == "nudges" {
 		return []byte(fmt.Sprintf(`{"key":%q,"from":"p%d-%d"}`, key, c.id, c.seq+1))
@@ -171,25 +204,63 @@ func (c *client) payloadFor(queue, key string) []byte {
 
 // accountOf is the account a payment key pays from: fixed per key, so a
 // retry is the same payment, and shared by many keys, so the rule refuses.
-func accountOf(key string) string {
+func accountOf(key string) string { return accountIn(key, accounts) }
+
+// accountIn is the account of key among n.
+func accountIn(key string, n int) string {
 	h := fnv.New32a()
 	h.Write([]byte(key))
-	return "acc-" + strconv.Itoa(int(h.Sum32()%accounts))
+	return "acc-" + strconv.Itoa(int(h.Sum32()%uint32(n)))
 }
 
 // ruleKeyOf is the rule key a job of queue with key has in the history (the
 // account; the server derives its own form of it from the payload).
 func ruleKeyOf(queue, key string) string {
-	if queue != "payments" {
+	if policyOf(queue).RuleWindowMS == 0 {
 		return ""
 	}
-	return accountOf(key)
+	return accountIn(key, accountsOf[queue])
+}
+
+// flowKeysOf are the concurrency and rate keys the history gives a job of
+// queue with payload: its account, read from the payload as the server's
+// key_fields read it, on a queue with [queues.concurrency] or
+// [queues.rate].
+func flowKeysOf(queue string, payload []byte) (conc, rate string) {
+	p := policyOf(queue)
+	if p.ConcurrencyLimit == 0 && p.RateLimit == 0 {
+		return "", ""
+	}
+	var v struct {
+		Account string `json:"account"`
+	}
+	if json.Unmarshal(payload, &v) != nil || v.Account == "" {
+		v.Account = "(none)"
+	}
+	if p.ConcurrencyLimit > 0 {
+		conc = v.Account
+	}
+	if p.RateLimit > 0 {
+		rate = v.Account
+	}
+	return conc, rate
+}
+
+// ackFlow records what an enqueue ack says of follow-ups and delays.
+func ackFlow(a *seppv1.EnqueueResponse) (follows string, delayed history.Time) {
+	if a.GetDelayedUntil() != nil {
+		delayed = history.At(a.GetDelayedUntil().AsTime())
+	}
+	return a.GetFollowsJobId(), delayed
 }
 
 func (c *client) pickKey(queue string) string {
 	n := c.keys
-	if queue == "ticks" || queue == "nudges" {
+	switch queue {
+	case "ticks", "nudges":
 		n = 50 // few keys, enqueued again and again: across windows, while waiting
+	case "rerun":
+		n = rerunKeys // enqueued again while their jobs run
 	}
 	return "k" + strconv.Itoa(c.rng.IntN(n))
 }
@@ -210,12 +281,15 @@ func (c *client) enqueueKeyed(stop <-chan struct{}) {
 	key := c.pickKey(queue)
 	payload := c.payloadFor(queue, key)
 	c.seen.add(queue, key)
+	conc, rate := flowKeysOf(queue, payload)
 	for try := 0; try < 8; try++ {
-		r := c.record(history.Record{Op: history.OpEnqueue, Queue: queue, Key: key, JobType: "work", Payload: history.Fingerprint(payload), RuleKey: ruleKeyOf(queue, key)},
+		r := c.record(history.Record{Op: history.OpEnqueue, Queue: queue, Key: key, JobType: "work", Payload: history.Fingerprint(payload), RuleKey: ruleKeyOf(queue, key),
+			ConcKey: conc, RateKey: rate},
 			func(ctx context.Context, n nodeConn, r *history.Record) error {
 				res, err := n.jobs.Enqueue(ctx, enqueueRequest(queue, key, payload))
 				if err == nil {
 					r.JobID, r.Deduplicated, r.Replaced = res.GetJobId(), res.GetDeduplicated(), res.GetReplaced()
+					r.FollowsJobID, r.DelayedUntil = ackFlow(res)
 				}
 				return err
 			})
@@ -256,9 +330,11 @@ func (c *client) enqueueBatch(stop <-chan struct{}) {
 	items := make([]history.Item, n)
 	// One batch in four may hold jobs of the reject queue, whose repeats
 	// fail (and fail an atomic batch whole); the others must succeed.
-	queues := keyedQueues
+	// (The metered queue's jobs come one at a time, so its keys' backlog
+	// stays near what their rate lets through.)
+	queues := []string{"orders", "mail", "digest", "ticks", "payments", "nudges", "rerun", "serial", "pairs", "bursts", "spread"}
 	if c.rng.IntN(4) != 0 {
-		queues = []string{"orders", "digest", "ticks", "nudges"}
+		queues = []string{"orders", "digest", "ticks", "nudges", "rerun", "serial", "pairs", "spread"}
 	}
 	for i := range items {
 		queue := queues[c.rng.IntN(len(queues))]
@@ -266,7 +342,9 @@ func (c *client) enqueueBatch(stop <-chan struct{}) {
 		payload := c.payloadFor(queue, key)
 		c.seen.add(queue, key)
 		req.Jobs = append(req.Jobs, enqueueRequest(queue, key, payload))
-		items[i] = history.Item{Queue: queue, Key: key, JobType: "work", Payload: history.Fingerprint(payload), RuleKey: ruleKeyOf(queue, key)}
+		conc, rate := flowKeysOf(queue, payload)
+		items[i] = history.Item{Queue: queue, Key: key, JobType: "work", Payload: history.Fingerprint(payload), RuleKey: ruleKeyOf(queue, key),
+			ConcKey: conc, RateKey: rate}
 	}
 	for try := 0; try < 8; try++ {
 		rec := history.Record{Op: history.OpEnqueueBatch, Atomic: atomicBatch, Items: append([]history.Item(nil), items...)}
@@ -289,6 +367,7 @@ func (c *client) enqueueBatch(stop <-chan struct{}) {
 				a := it.GetAck()
 				r.Items[i].Outcome, r.Items[i].JobID = history.OK, a.GetJobId()
 				r.Items[i].Deduplicated, r.Items[i].Replaced = a.GetDeduplicated(), a.GetReplaced()
+				r.Items[i].FollowsJobID, r.Items[i].DelayedUntil = ackFlow(a)
 			}
 			return nil
 		})
@@ -308,6 +387,11 @@ func effectKeyOf(job *seppv1.Job) string {
 		return job.GetQueue() + "/" + job.GetJobId()
 	case job.GetQueue() == "orders" || job.GetQueue() == "mail":
 		return "order/" + key
+	case policyOf(job.GetQueue()).WhenRunning != "" || policyOf(job.GetQueue()).ConcurrencyLimit > 0 ||
+		policyOf(job.GetQueue()).RuleLimit > 0 || policyOf(job.GetQueue()).RateLimit > 0:
+		// The flow queues' jobs each run their own effect: a follow-up runs
+		// again what its original ran.
+		return job.GetQueue() + "/" + job.GetJobId()
 	}
 	return job.GetQueue() + "/" + key
 }
@@ -333,6 +417,10 @@ func (c *client) work() bool {
 				job = res.GetJobs()[0]
 				r.JobID, r.LeaseToken, r.Queue = job.GetJob().GetJobId(), job.GetLeaseToken(), job.GetJob().GetQueue()
 				r.Key = job.GetJob().GetIdempotencyKey()
+				r.ConcKey, r.RateKey = flowKeysOf(r.Queue, job.GetJob().GetPayload())
+				if job.GetLeaseExpiresAt() != nil {
+					r.LeaseExpiresAt = history.At(job.GetLeaseExpiresAt().AsTime())
+				}
 			}
 			return err
 		})
@@ -359,8 +447,8 @@ func (c *client) work() bool {
 	}
 	switch claim.GetOutcome() {
 	case seppv1.ClaimOutcome_CLAIM_OUTCOME_ACQUIRED:
-		time.Sleep(time.Duration(c.rng.IntN(20)) * time.Millisecond) // the effect itself
-		if c.rng.IntN(50) == 0 {                                     // the effect failed: give the claim back, retry the job
+		time.Sleep(c.effectTime(job.GetJob().GetQueue())) // the effect itself
+		if c.rng.IntN(50) == 0 {                          // the effect failed: give the claim back, retry the job
 			c.record(history.Record{Op: history.OpReleaseEffect, Scope: effectScope, Key: effKey, JobID: jobID, EffectToken: claim.GetToken()},
 				func(ctx context.Context, n nodeConn, r *history.Record) error {
 					_, err := n.effects.ReleaseEffect(ctx, &seppv1.ReleaseEffectRequest{Token: claim.GetToken()})
@@ -412,6 +500,19 @@ func (c *client) work() bool {
 		}
 	}
 	return true
+}
+
+// effectTime is how long the effect of a job of queue takes: up to 20 ms;
+// longer on the run_again queue, whose keys are enqueued again while their
+// jobs run, and on the limit-2 concurrency queue, whose jobs then overlap.
+func (c *client) effectTime(queue string) time.Duration {
+	switch queue {
+	case "rerun":
+		return time.Duration(50+c.rng.IntN(200)) * time.Millisecond
+	case "pairs":
+		return time.Duration(20+c.rng.IntN(60)) * time.Millisecond
+	}
+	return time.Duration(c.rng.IntN(20)) * time.Millisecond
 }
 
 func (c *client) fail(jobID, lease, msg string) {

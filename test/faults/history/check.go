@@ -47,9 +47,35 @@ const (
 	KindDedupBeforeCreate Kind = "dedup hit on a job not yet created"
 	// An atomic batch was acknowledged with some of its items failed.
 	KindAtomicBatchPartial Kind = "atomic batch partial"
-	// Two jobs of a queue with a uniqueness rule, with one rule key, were
-	// created within the rule's window.
+	// More jobs of a queue with a uniqueness rule, with one rule key, than
+	// the rule's limit (1 unless rule_limit says) were created within one
+	// rule window (a delayed job counts at its delayed_until).
 	KindRuleViolated Kind = "rule violated"
+	// On a when_running = "run_again" queue, two follow-ups were created of
+	// one running job: more than one waited for it.
+	KindFollowUpTwice Kind = "two follow-ups of one job"
+	// On a when_running = "run_again" queue, an enqueue made while the job
+	// it named was running was not followed by a run: it was answered as a
+	// plain hit on a job certainly running, or the follow-up it created (or
+	// hit while that follow-up certainly waited) ended without a delivery
+	// that could have started after it.
+	KindTriggerLost Kind = "run_again trigger lost"
+	// A follow-up was delivered before the job it follows had ended (by the
+	// calls that could have ended it), or while that job's lease was
+	// certainly live.
+	KindFollowUpEarly Kind = "follow-up ran before its original ended"
+	// A follow-up still held (held_by follow_up) in the final state although
+	// the job it follows had ended.
+	KindFollowUpStuck Kind = "follow-up never released"
+	// More jobs of one concurrency key than the queue's concurrency limit
+	// held certainly live leases at one moment.
+	KindConcurrencyExceeded Kind = "concurrency limit exceeded"
+	// On an ordered concurrency queue, a job was delivered while at least
+	// limit jobs of its key, created before it, had certainly not yet ended.
+	KindOrderViolated Kind = "ordered key delivered out of order"
+	// More jobs of one rate key than the queue's rate limit were reserved
+	// within one rate period.
+	KindRateExceeded Kind = "rate limit exceeded"
 	// A log the driver deleted (a Loss) lost acknowledged jobs its node's
 	// recovery report did not count: it reported no loss, or fewer jobs
 	// than are missing.
@@ -66,7 +92,9 @@ const (
 var Kinds = []Kind{KindAckedJobMissing, KindDedupMismatch, KindDuplicateAccepted, KindDuplicateJob,
 	KindPhantomJob, KindCompletionLost, KindCompletedTwice, KindJobLost, KindEffectRanTwice,
 	KindEffectReacquired, KindEffectResultMissing, KindEffectResultMismatch, KindDedupBeforeCreate,
-	KindAtomicBatchPartial, KindRuleViolated, KindDebouncedEarly, KindMalformed, KindLossUnreported}
+	KindAtomicBatchPartial, KindRuleViolated, KindDebouncedEarly, KindMalformed, KindLossUnreported,
+	KindFollowUpTwice, KindTriggerLost, KindFollowUpEarly, KindFollowUpStuck, KindConcurrencyExceeded,
+	KindOrderViolated, KindRateExceeded}
 
 // The warnings: reported, not violations.
 const (
@@ -198,6 +226,9 @@ type enq struct {
 	reason, jobID string
 	dedup         bool
 	replaced      bool
+	follows       string    // the job a follow-up ack says it follows
+	delayedUntil  time.Time // the run-at a delaying rule gave the job
+	concKey       string
 }
 
 func (e *enq) canCreate() bool {
@@ -214,6 +245,7 @@ type checker struct {
 	jobs     map[string]*Job
 	deleted  map[string]bool
 	naming   map[string][]OpRef // job id -> the operations naming it (refsNaming)
+	flow     *flowIndex         // leases, ends and follow-ups (check_flow.go)
 }
 
 // Check checks the history against Sepp's promise and reports every
@@ -227,7 +259,12 @@ type checker struct {
 // state's created_at) and reports a pair only when no such spacing fits. It
 // compares the times of different processes, and those with the store's
 // created_at, as one clock: the driver's clients should share the host's
-// clock, or findings near a window's edge cannot be trusted.
+// clock, or findings near a window's edge cannot be trusted. On a
+// when_running = "run_again" queue the jobs of one chain of follow-ups (each
+// made while the one before it ran) are not held to the window among
+// themselves. The flow-control checks (follow-ups, rules with a limit,
+// per-key concurrency and rate) judge leases and ends by what is certain;
+// see the comment before clockTolerance.
 //
 // A loss the driver caused (History.Losses) may take any write its node
 // made while it wrote the deleted log: a violation one of whose operations
@@ -256,6 +293,7 @@ func Check(h *History) Report {
 		c.warn(WarnNoState, "the history has no state section: durability, phantom, completion and effect result checks did not run")
 	}
 	c.flatten()
+	c.flow = c.indexFlow()
 	c.checkAcked()
 	c.checkDedupAcks()
 	c.checkDedupBeforeCreate()
@@ -264,6 +302,9 @@ func Check(h *History) Report {
 	c.checkEffects()
 	c.checkRules()
 	c.checkDebounce()
+	c.checkRunAgain()
+	c.checkConcurrency()
+	c.checkRate()
 	c.explainLosses()
 	return rep
 }
@@ -391,12 +432,13 @@ func (c *checker) flatten() {
 		switch r.Op {
 		case OpEnqueue:
 			c.addEnq(&enq{ref: ref, queue: r.Queue, key: r.Key, ruleKey: r.RuleKey, start: r.Start.Time, end: r.End.Time,
-				outcome: r.Outcome, reason: r.Reason, jobID: r.JobID, dedup: r.Deduplicated, replaced: r.Replaced})
+				outcome: r.Outcome, reason: r.Reason, jobID: r.JobID, dedup: r.Deduplicated, replaced: r.Replaced,
+				follows: r.FollowsJobID, delayedUntil: r.DelayedUntil.Time, concKey: r.ConcKey})
 		case OpEnqueueBatch:
 			failed := 0
 			for j, it := range r.Items {
 				e := &enq{ref: ref, queue: it.Queue, key: it.Key, ruleKey: it.RuleKey, start: r.Start.Time, end: r.End.Time,
-					outcome: r.Outcome, reason: r.Reason}
+					outcome: r.Outcome, reason: r.Reason, concKey: it.ConcKey}
 				e.ref.Item = j + 1
 				if e.queue == "" {
 					e.queue = r.Queue
@@ -407,6 +449,7 @@ func (c *checker) flatten() {
 						e.outcome = OK
 					}
 					e.reason, e.jobID, e.dedup, e.replaced = it.Reason, it.JobID, it.Deduplicated, it.Replaced
+					e.follows, e.delayedUntil = it.FollowsJobID, it.DelayedUntil.Time
 					if e.outcome == Fail {
 						failed++
 					}
@@ -588,7 +631,7 @@ func (c *checker) checkDedupAcks() {
 		}
 		for a := range jobs {
 			for b := a + 1; b < len(jobs); b++ {
-				if separable(spans[a], spans[b], window, bounded) {
+				if separable(spans[a], spans[b], window, bounded) || c.sameChain(k.queue, jobs[a].id, jobs[b].id) {
 					continue
 				}
 				ja, jb := jobs[a], jobs[b]
@@ -732,7 +775,7 @@ func (c *checker) checkFinalJobs() {
 		}
 		for a := 0; a < len(jobs); a++ {
 			for b := a + 1; b < len(jobs); b++ {
-				if separable(spanOf(jobs[a]), spanOf(jobs[b]), window, bounded) {
+				if separable(spanOf(jobs[a]), spanOf(jobs[b]), window, bounded) || c.sameChain(k.queue, jobs[a].ID, jobs[b].ID) {
 					continue
 				}
 				var refs []OpRef
@@ -901,67 +944,6 @@ func (c *checker) checkEffects() {
 	}
 }
 
-// checkRules checks each queue's uniqueness rule: no two jobs with one rule
-// key created within the rule's window, by the acks that created them (each
-// created within its call) and by the final state's created_at.
-func (c *checker) checkRules() {
-	window := func(queue string) time.Duration {
-		return time.Duration(c.policies[queue].RuleWindowMS) * time.Millisecond
-	}
-	seen := map[string]bool{}
-	reported := map[[2]string]bool{} // pairs the acks showed, not reported again from the state
-	created, order := groupBy(c.enqs, func(e *enq) (qk, bool) {
-		if e.outcome != OK || e.dedup || e.ruleKey == "" || e.jobID == "" || seen[e.jobID] || window(e.queue) <= 0 {
-			return qk{}, false
-		}
-		seen[e.jobID] = true
-		return qk{e.queue, e.ruleKey}, true
-	})
-	for _, k := range order {
-		es := created[k]
-		w := window(k.queue)
-		for a := range es {
-			for b := a + 1; b < len(es); b++ {
-				sa := span{lo: es[a].start, hi: es[a].end}
-				sb := span{lo: es[b].start, hi: es[b].end}
-				if !separable(sa, sb, w, true) {
-					reported[pair(es[a].jobID, es[b].jobID)] = true
-					c.violate(KindRuleViolated, fmt.Sprintf("%s: jobs %s and %s, both with rule key %q, were created within the rule's %v window", k.queue, es[a].jobID, es[b].jobID, k.key, w), es[a].ref, es[b].ref)
-				}
-			}
-		}
-	}
-	if c.h.State == nil {
-		return
-	}
-	jobs := make([]*Job, len(c.h.State.Jobs))
-	for i := range c.h.State.Jobs {
-		jobs[i] = &c.h.State.Jobs[i]
-	}
-	byRule, order := groupBy(jobs, func(j *Job) (qk, bool) {
-		return qk{j.Queue, j.RuleKey}, j.RuleKey != "" && window(j.Queue) > 0 && !j.CreatedAt.IsZero()
-	})
-	for _, k := range order {
-		js := byRule[k]
-		w := window(k.queue)
-		for a := range js {
-			for b := a + 1; b < len(js); b++ {
-				d := js[b].CreatedAt.Sub(js[a].CreatedAt.Time)
-				if d < 0 {
-					d = -d
-				}
-				// Acks of slow calls may leave room for a window between two
-				// creations that created_at shows were closer: judge every
-				// pair by created_at too, unless the acks reported it.
-				if d < w && !reported[pair(js[a].ID, js[b].ID)] {
-					refs := append(c.refsNaming(js[a].ID), c.refsNaming(js[b].ID)...)
-					c.violate(KindRuleViolated, fmt.Sprintf("%s: the final state holds jobs %s and %s, both with rule key %q, created %v apart, within the rule's %v window", k.queue, js[a].ID, js[b].ID, k.key, d, w), refs...)
-				}
-			}
-		}
-	}
-}
-
 // debounceTolerance is how far apart the checker lets the clocks of the
 // clients and the server be when it judges a debounced delivery.
 const debounceTolerance = 2 * time.Millisecond
@@ -994,14 +976,6 @@ func (c *checker) checkDebounce() {
 	}
 }
 
-// pair is an unordered pair of job ids.
-func pair(a, b string) [2]string {
-	if a > b {
-		a, b = b, a
-	}
-	return [2]string{a, b}
-}
-
 // groupBy groups the items key accepts by their key, and lists the keys in
 // the order of their first item.
 func groupBy[T any](items []T, key func(T) (qk, bool)) (map[qk][]T, []qk) {
@@ -1018,4 +992,632 @@ func groupBy[T any](items []T, key func(T) (qk, bool)) (map[qk][]T, []qk) {
 		groups[k] = append(groups[k], it)
 	}
 	return groups, order
+}
+
+// The checks of per-key flow control: rules with a limit and an action,
+// when_running = "run_again" follow-ups, [queues.concurrency] and
+// [queues.rate].
+//
+// They judge what is certain whatever the real order of concurrent calls:
+//
+//   - A reserve delivered its job at some moment within its call, and the
+//     job certainly held that lease from the reserve's end until the
+//     earliest of: the start of a complete or fail under that lease whose
+//     outcome is ok or unknown, and the lease's expiry (lease_expires_at,
+//     less clockTolerance). A lease without an expiry in the record is not
+//     certainly held at all.
+//   - A job certainly had not reached a final state before its finalLo:
+//     never, when the final state shows it still to run; for a completed
+//     job, the start of the first complete of it that may have taken effect
+//     (and its finalized_at less clockTolerance); for a dead or cancelled
+//     one, its finalized_at less clockTolerance.
+//   - Times of the store (created_at, delayed_until, lease_expires_at,
+//     finalized_at) and of the clients are compared with clockTolerance to
+//     spare when they meet; times of the store among themselves (the rule
+//     slots of the final state) are compared exactly, as the store compares
+//     them.
+
+// clockTolerance is how far apart the clocks of the driver's processes and
+// of the nodes (each anchored to the database's on PostgreSQL, the host's
+// on the embedded store) may be when the checker compares them.
+const clockTolerance = 100 * time.Millisecond
+
+// forever is the finalLo of a job that had not ended when the state was
+// read.
+var forever = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// lease is what one ok reserve shows: job held that lease certainly from
+// from to until (empty when until is not after from).
+type lease struct {
+	i           int // the reserve's index in History.Ops
+	job, token  string
+	queue       string
+	conc, rate  string
+	from, until time.Time
+}
+
+func (l *lease) live() bool { return l.until.After(l.from) }
+
+type flowIndex struct {
+	leases   []*lease
+	leasesOf map[string][]*lease // job id -> its leases, by reserve start
+	reserves map[string][]int    // job id -> its ok reserves
+	unknown  []int               // reserves of unknown outcome
+	follows  map[string]string   // follow-up -> the job it follows
+	creators map[string][]*enq   // follow-up -> the ok acks that created it
+	compl    map[string][]int    // job id -> its completes of ok or unknown outcome
+}
+
+func (c *checker) indexFlow() *flowIndex {
+	f := &flowIndex{leasesOf: map[string][]*lease{}, reserves: map[string][]int{}, follows: map[string]string{},
+		creators: map[string][]*enq{}, compl: map[string][]int{}}
+	type lk struct{ job, token string }
+	ends := map[lk]time.Time{} // the earliest start of a call that may have ended the lease
+	for i := range c.h.Ops {
+		r := &c.h.Ops[i]
+		if c.bad[i] {
+			continue
+		}
+		switch r.Op {
+		case OpReserve:
+			switch {
+			case r.Outcome == Unknown:
+				f.unknown = append(f.unknown, i)
+			case r.Outcome == OK && r.JobID != "":
+				f.reserves[r.JobID] = append(f.reserves[r.JobID], i)
+			}
+		case OpComplete, OpFail:
+			if r.Outcome == Fail || r.JobID == "" {
+				continue
+			}
+			if r.Op == OpComplete {
+				f.compl[r.JobID] = append(f.compl[r.JobID], i)
+			}
+			k := lk{r.JobID, r.LeaseToken}
+			if e, ok := ends[k]; !ok || r.Start.Before(e) {
+				ends[k] = r.Start.Time
+			}
+		}
+	}
+	for job, is := range f.reserves {
+		for _, i := range is {
+			r := &c.h.Ops[i]
+			l := &lease{i: i, job: job, token: r.LeaseToken, queue: r.Queue, conc: r.ConcKey, rate: r.RateKey, from: r.End.Time, until: r.End.Time}
+			if !r.LeaseExpiresAt.IsZero() {
+				l.until = r.LeaseExpiresAt.Add(-clockTolerance)
+				if e, ok := ends[lk{job, r.LeaseToken}]; ok && e.Before(l.until) {
+					l.until = e
+				}
+			}
+			f.leases = append(f.leases, l)
+			f.leasesOf[job] = append(f.leasesOf[job], l)
+		}
+	}
+	sort.Slice(f.leases, func(a, b int) bool { return f.leases[a].i < f.leases[b].i })
+	for _, ls := range f.leasesOf {
+		sort.Slice(ls, func(a, b int) bool { return ls[a].i < ls[b].i })
+	}
+	for _, e := range c.enqs {
+		if e.outcome == OK && !e.dedup && e.follows != "" && e.jobID != "" {
+			f.follows[e.jobID] = e.follows
+			f.creators[e.jobID] = append(f.creators[e.jobID], e)
+		}
+	}
+	if c.h.State != nil {
+		for _, j := range c.h.State.Jobs {
+			if j.FollowsJobID != "" && f.follows[j.ID] == "" {
+				f.follows[j.ID] = j.FollowsJobID
+			}
+		}
+	}
+	return f
+}
+
+func (c *checker) runsAgain(queue string) bool {
+	return c.policies[queue].WhenRunning == "run_again"
+}
+
+// root is the first job of the chain of follow-ups id belongs to.
+func (f *flowIndex) root(id string) string {
+	for n := 0; n < 1000; n++ {
+		o, ok := f.follows[id]
+		if !ok {
+			break
+		}
+		id = o
+	}
+	return id
+}
+
+// sameChain reports whether jobs a and b of a run_again queue are one
+// chain of follow-ups (each created while the one before it ran, within its
+// key's window, as run_again wants).
+func (c *checker) sameChain(queue, a, b string) bool {
+	return c.runsAgain(queue) && c.flow.root(a) == c.flow.root(b)
+}
+
+func lowerState(j *Job) string { return lower(j.State) }
+
+func pending(state string) bool {
+	return state == "available" || state == "scheduled" || state == "reserved"
+}
+
+// finalLo is a moment before which job id had certainly not reached a
+// final state; false when nothing bounds it.
+func (c *checker) finalLo(id string) (time.Time, bool) {
+	if c.h.State == nil {
+		return time.Time{}, false
+	}
+	j := c.jobs[id]
+	if j == nil {
+		return time.Time{}, false
+	}
+	st := lowerState(j)
+	if pending(st) {
+		return forever, true
+	}
+	var lo time.Time
+	ok := false
+	if !j.FinalizedAt.IsZero() {
+		lo, ok = j.FinalizedAt.Add(-clockTolerance), true
+	}
+	if st == "completed" {
+		is := c.flow.compl[id]
+		if len(is) > 0 {
+			first := c.h.Ops[is[0]].Start.Time
+			for _, i := range is[1:] {
+				if s := c.h.Ops[i].Start.Time; s.Before(first) {
+					first = s
+				}
+			}
+			if !ok || first.After(lo) {
+				lo, ok = first, true
+			}
+		}
+	}
+	return lo, ok
+}
+
+// checkRunAgain checks the queues with when_running = "run_again".
+func (c *checker) checkRunAgain() {
+	f := c.flow
+	// One follow-up per original.
+	byOrig := map[string][]string{}
+	var origs []string
+	add := func(o, id string) {
+		ids := byOrig[o]
+		if ids == nil {
+			origs = append(origs, o)
+		}
+		for _, x := range ids {
+			if x == id {
+				return
+			}
+		}
+		byOrig[o] = append(ids, id)
+	}
+	for _, e := range c.enqs {
+		if c.runsAgain(e.queue) && e.outcome == OK && !e.dedup && e.follows != "" && e.jobID != "" {
+			add(e.follows, e.jobID)
+		}
+	}
+	if c.h.State != nil {
+		for _, j := range c.h.State.Jobs {
+			if c.runsAgain(j.Queue) && j.FollowsJobID != "" {
+				add(j.FollowsJobID, j.ID)
+			}
+		}
+	}
+	for _, o := range origs {
+		if ids := byOrig[o]; len(ids) > 1 {
+			var refs []OpRef
+			for _, id := range ids {
+				if cr := f.creators[id]; len(cr) > 0 {
+					refs = append(refs, cr[0].ref)
+				} else {
+					refs = append(refs, c.refsNaming(id)...)
+				}
+			}
+			c.violate(KindFollowUpTwice, fmt.Sprintf("job %s has %d follow-ups (%s): at most one may wait for a running job", o, len(ids), strings.Join(ids, ", ")), refs...)
+		}
+	}
+	// certainLease is a lease of job certainly live throughout [s, e].
+	certainLease := func(job string, s, e time.Time) *lease {
+		for _, l := range f.leasesOf[job] {
+			if l.from.Before(s) && l.until.After(e) {
+				return l
+			}
+		}
+		return nil
+	}
+	for _, e := range c.enqs {
+		if !c.runsAgain(e.queue) || e.outcome != OK || e.jobID == "" {
+			continue
+		}
+		// A hit on a job certainly running should have made a follow-up.
+		if e.dedup {
+			if l := certainLease(e.jobID, e.start, e.end); l != nil {
+				c.violate(KindTriggerLost, fmt.Sprintf("%s/%q: an enqueue was answered as a hit on job %s, which held a live lease throughout the call; a run_again queue makes a follow-up", e.queue, e.key, e.jobID), c.refs[l.i], e.ref)
+				continue
+			}
+		}
+		// A follow-up created, or hit while certainly waiting, must be
+		// delivered after the trigger.
+		o, isFollow := f.follows[e.jobID]
+		if !isFollow || c.h.State == nil {
+			continue
+		}
+		var held *lease
+		if e.dedup {
+			if held = certainLease(o, e.start, e.end); held == nil {
+				continue // the follow-up may have run and ended before
+			}
+		}
+		j := c.jobs[e.jobID]
+		if j == nil || pending(lowerState(j)) {
+			continue
+		}
+		delivered := false
+		for _, i := range f.reserves[e.jobID] {
+			delivered = delivered || c.h.Ops[i].End.After(e.start)
+		}
+		if !delivered && lowerState(j) != "completed" {
+			for _, i := range f.unknown {
+				delivered = delivered || c.h.Ops[i].End.After(e.start)
+			}
+		}
+		if delivered {
+			continue
+		}
+		refs := []OpRef{e.ref}
+		if held != nil {
+			refs = append(refs, c.refs[held.i])
+		}
+		c.violate(KindTriggerLost, fmt.Sprintf("%s/%q: follow-up %s of job %s, named by an enqueue made while it waited, is %s, and no reserve that ended after that enqueue started delivered it", e.queue, e.key, e.jobID, o, lowerState(j)), refs...)
+	}
+	// A follow-up runs only after its original ended.
+	var fus []string
+	for id := range f.follows {
+		fus = append(fus, id)
+	}
+	sort.Strings(fus)
+	for _, id := range fus {
+		o := f.follows[id]
+		refs := func(extra ...OpRef) []OpRef {
+			var rs []OpRef
+			if cr := f.creators[id]; len(cr) > 0 {
+				rs = append(rs, cr[0].ref)
+			}
+			return append(rs, extra...)
+		}
+		reported := false
+		if lo, ok := c.finalLo(o); ok {
+			for _, i := range f.reserves[id] {
+				if c.h.Ops[i].End.Before(lo) {
+					what := "had not ended when the final state was read"
+					if !lo.Equal(forever) {
+						what = "had certainly not ended by then (" + lowerState(c.jobs[o]) + " no sooner than " + lo.UTC().Format(time.RFC3339Nano) + ")"
+					}
+					c.violate(KindFollowUpEarly, fmt.Sprintf("follow-up %s was delivered while the job it follows, %s, %s", id, o, what), refs(c.refs[i])...)
+					reported = true
+					break
+				}
+			}
+		}
+		if !reported {
+		overlap:
+			for _, lf := range f.leasesOf[id] {
+				for _, lo := range f.leasesOf[o] {
+					if lf.live() && lo.live() && lf.from.Before(lo.until) && lo.from.Before(lf.until) {
+						c.violate(KindFollowUpEarly, fmt.Sprintf("follow-up %s and the job it follows, %s, held live leases at once", id, o), refs(c.refs[lo.i], c.refs[lf.i])...)
+						break overlap
+					}
+				}
+			}
+		}
+		if c.h.State == nil {
+			continue
+		}
+		if j, oj := c.jobs[id], c.jobs[o]; j != nil && oj != nil && lower(j.HeldBy) == "follow_up" && !pending(lowerState(oj)) {
+			c.violate(KindFollowUpStuck, fmt.Sprintf("follow-up %s is still held (%s, held_by follow_up) though the job it follows, %s, is %s", id, lowerState(j), o, lowerState(oj)), refs()...)
+		}
+	}
+}
+
+// checkConcurrency checks the queues with [queues.concurrency]: at no
+// moment more than the limit of one key's jobs certainly held leases, and,
+// ordered, no job was delivered while limit jobs of its key created before
+// it had certainly not ended.
+func (c *checker) checkConcurrency() {
+	limit := func(q string) int { return c.policies[q].ConcurrencyLimit }
+	byKey, order := groupBy(c.flow.leases, func(l *lease) (qk, bool) {
+		return qk{l.queue, l.conc}, limit(l.queue) > 0 && l.live()
+	})
+	for _, k := range order {
+		ls := byKey[k]
+		n := limit(k.queue)
+		sort.SliceStable(ls, func(a, b int) bool { return ls[a].from.Before(ls[b].from) })
+		var active []*lease
+		for _, l := range ls {
+			kept := active[:0]
+			for _, a := range active {
+				if a.until.After(l.from) {
+					kept = append(kept, a)
+				}
+			}
+			active = append(kept, l)
+			jobs := map[string]bool{}
+			for _, a := range active {
+				jobs[a.job] = true
+			}
+			if len(jobs) > n {
+				var refs []OpRef
+				var ids []string
+				for _, a := range active {
+					refs = append(refs, c.refs[a.i])
+					ids = append(ids, a.job)
+				}
+				c.violate(KindConcurrencyExceeded, fmt.Sprintf("%s: %d jobs of concurrency key %q (%s) held live leases at once; the limit is %d", k.queue, len(jobs), k.key, strings.Join(ids, ", "), n), refs...)
+			}
+		}
+	}
+	// Ordered: by the acks, the jobs of each key, and when each was
+	// certainly created by (the earliest end of an ok ack naming it) and
+	// certainly not before (its creating ack's start).
+	type created struct {
+		id     string
+		lo, hi time.Time
+		hasLo  bool
+		ref    OpRef
+	}
+	jobsOf := map[qk][]*created{}
+	var keys []qk
+	byID := map[string]*created{}
+	for _, e := range c.enqs {
+		p := c.policies[e.queue]
+		if p.ConcurrencyLimit <= 0 || !p.ConcurrencyOrdered || e.outcome != OK || e.jobID == "" {
+			continue
+		}
+		k := qk{e.queue, e.concKey}
+		j := byID[e.jobID]
+		if j == nil {
+			j = &created{id: e.jobID, hi: e.end, ref: e.ref}
+			byID[e.jobID] = j
+			if jobsOf[k] == nil {
+				keys = append(keys, k)
+			}
+			jobsOf[k] = append(jobsOf[k], j)
+		}
+		if e.end.Before(j.hi) {
+			j.hi = e.end
+		}
+		if !e.dedup && (!j.hasLo || e.start.Before(j.lo)) {
+			j.lo, j.hasLo, j.ref = e.start, true, e.ref
+		}
+	}
+	type bound struct {
+		at time.Time
+		ok bool
+	}
+	ends := map[string]bound{}
+	finalLo := func(id string) (time.Time, bool) {
+		b, seen := ends[id]
+		if !seen {
+			b.at, b.ok = c.finalLo(id)
+			ends[id] = b
+		}
+		return b.at, b.ok
+	}
+	for _, k := range keys {
+		n := c.policies[k.queue].ConcurrencyLimit
+		js := jobsOf[k]
+		for _, b := range js {
+			if !b.hasLo {
+				continue
+			}
+			first := -1 // b's delivery that ended first
+			for _, i := range c.flow.reserves[b.id] {
+				if first < 0 || c.h.Ops[i].End.Before(c.h.Ops[first].End.Time) {
+					first = i
+				}
+			}
+			if first < 0 {
+				continue
+			}
+			d := c.h.Ops[first].End.Time
+			var open []*created
+			for _, a := range js {
+				if a == b || !a.hi.Before(b.lo) {
+					continue
+				}
+				if lo, ok := finalLo(a.id); ok && lo.After(d) {
+					open = append(open, a)
+				}
+			}
+			if len(open) >= n {
+				refs := []OpRef{b.ref, c.refs[first]}
+				var ids []string
+				for _, a := range open[:n] {
+					refs = append(refs, a.ref)
+					ids = append(ids, a.id)
+				}
+				c.violate(KindOrderViolated, fmt.Sprintf("%s: job %s of ordered concurrency key %q was delivered while %d jobs of the key created before it (%s) had not ended; the limit is %d", k.queue, b.id, k.key, len(open), strings.Join(ids, ", "), n), refs...)
+			}
+		}
+	}
+}
+
+// slotted is one thing that takes a slot of a key at some moment within
+// [lo, hi]: a job created under a rule, a job reserved under a rate.
+type slotted struct {
+	lo, hi time.Time
+	id     string
+	refs   []OpRef
+}
+
+// crowded returns the sets of limit+1 items that certainly took their
+// slots within less than window of each other (the smallest span each item
+// can begin), each set by the items' indexes, the item that begins it
+// first.
+func crowded(items []slotted, limit int, window time.Duration) [][]int {
+	idx := make([]int, len(items))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return items[idx[a]].lo.Before(items[idx[b]].lo) })
+	var out [][]int
+	for a, i := range idx {
+		var later []int
+		for _, j := range idx[a+1:] {
+			if items[j].lo.Sub(items[i].lo) >= window {
+				break // no set beginning at i can hold it
+			}
+			later = append(later, j)
+		}
+		if len(later) < limit {
+			continue
+		}
+		sort.SliceStable(later, func(x, y int) bool { return items[later[x]].hi.Before(items[later[y]].hi) })
+		set := append([]int{i}, later[:limit]...)
+		hi := items[i].hi
+		for _, j := range set {
+			if items[j].hi.After(hi) {
+				hi = items[j].hi
+			}
+		}
+		if hi.Sub(items[i].lo) < window {
+			out = append(out, set)
+		}
+	}
+	return out
+}
+
+// checkRules checks each queue's uniqueness rule: no more than its limit of
+// jobs with one rule key created within any rule window, by the acks that
+// created them (each at a moment within its call, or, delayed, at its
+// delayed_until) and by the final state (created_at, or the ack's
+// delayed_until on a delaying rule's queue).
+func (c *checker) checkRules() {
+	rule := func(queue string) (w time.Duration, limit int, delay bool) {
+		p := c.policies[queue]
+		limit = max(p.RuleLimit, 1)
+		return time.Duration(p.RuleWindowMS) * time.Millisecond, limit, p.RuleAction == "delay"
+	}
+	seen := map[string]bool{}
+	ackSlot := map[string]*enq{} // job id -> the ack that created it
+	created, order := groupBy(c.enqs, func(e *enq) (qk, bool) {
+		w, _, _ := rule(e.queue)
+		if e.outcome != OK || e.dedup || e.ruleKey == "" || e.jobID == "" || seen[e.jobID] || w <= 0 {
+			return qk{}, false
+		}
+		seen[e.jobID] = true
+		ackSlot[e.jobID] = e
+		return qk{e.queue, e.ruleKey}, true
+	})
+	reported := map[string]bool{} // sets of jobs the acks showed, not reported again from the state
+	setKey := func(ids []string) string {
+		s := append([]string(nil), ids...)
+		sort.Strings(s)
+		return strings.Join(s, ",")
+	}
+	for _, k := range order {
+		w, limit, delay := rule(k.queue)
+		var items []slotted
+		for _, e := range created[k] {
+			it := slotted{lo: e.start, hi: e.end, id: e.jobID, refs: []OpRef{e.ref}}
+			if delay && !e.delayedUntil.IsZero() {
+				it.lo, it.hi = e.delayedUntil, e.delayedUntil
+			}
+			items = append(items, it)
+		}
+		for _, set := range crowded(items, limit, w-clockTolerance) {
+			var refs []OpRef
+			var ids []string
+			for _, i := range set {
+				refs = append(refs, items[i].refs...)
+				ids = append(ids, items[i].id)
+			}
+			reported[setKey(ids)] = true
+			c.violate(KindRuleViolated, fmt.Sprintf("%s: jobs %s, all with rule key %q, were created within the rule's %v window; its limit is %d", k.queue, strings.Join(ids, ", "), k.key, w, limit), refs...)
+		}
+	}
+	if c.h.State == nil {
+		return
+	}
+	type slot struct {
+		at time.Time
+		j  *Job
+	}
+	slots, order := groupBy(c.h.State.Jobs, func(j Job) (qk, bool) {
+		w, _, _ := rule(j.Queue)
+		return qk{j.Queue, j.RuleKey}, j.RuleKey != "" && w > 0 && !j.CreatedAt.IsZero()
+	})
+	for _, k := range order {
+		w, limit, delay := rule(k.queue)
+		var ss []slot
+		for i := range slots[k] {
+			j := &slots[k][i]
+			at := j.CreatedAt.Time
+			if delay {
+				// A delaying rule counts a job at its run-at: known only
+				// from the ack that created it.
+				e := ackSlot[j.ID]
+				if e == nil {
+					continue
+				}
+				if !e.delayedUntil.IsZero() {
+					at = e.delayedUntil
+				}
+			}
+			ss = append(ss, slot{at, j})
+		}
+		sort.SliceStable(ss, func(a, b int) bool { return ss[a].at.Before(ss[b].at) })
+		for i := 0; i+limit < len(ss); i++ {
+			d := ss[i+limit].at.Sub(ss[i].at)
+			if d >= w {
+				continue
+			}
+			var ids []string
+			var refs []OpRef
+			for _, s := range ss[i : i+limit+1] {
+				ids = append(ids, s.j.ID)
+				refs = append(refs, c.refsNaming(s.j.ID)...)
+			}
+			// Acks of slow calls may leave room for a window between
+			// creations that created_at shows were closer: judge every set by
+			// created_at too, unless the acks reported it.
+			if reported[setKey(ids)] {
+				continue
+			}
+			c.violate(KindRuleViolated, fmt.Sprintf("%s: the final state holds jobs %s, all with rule key %q, created %v apart, within the rule's %v window; its limit is %d", k.queue, strings.Join(ids, ", "), k.key, d, w, limit), refs...)
+		}
+	}
+}
+
+// checkRate checks the queues with [queues.rate]: no more than the limit of
+// one rate key's jobs reserved within any period, each at a moment within
+// its ok reserve.
+func (c *checker) checkRate() {
+	byKey, order := groupBy(c.flow.leases, func(l *lease) (qk, bool) {
+		p := c.policies[l.queue]
+		return qk{l.queue, l.rate}, p.RateLimit > 0 && p.RatePeriodMS > 0
+	})
+	for _, k := range order {
+		p := c.policies[k.queue]
+		period := time.Duration(p.RatePeriodMS) * time.Millisecond
+		var items []slotted
+		for _, l := range byKey[k] {
+			r := &c.h.Ops[l.i]
+			items = append(items, slotted{lo: r.Start.Time, hi: r.End.Time, id: l.job, refs: []OpRef{c.refs[l.i]}})
+		}
+		for _, set := range crowded(items, p.RateLimit, period-clockTolerance) {
+			var refs []OpRef
+			var ids []string
+			for _, i := range set {
+				refs = append(refs, items[i].refs...)
+				ids = append(ids, items[i].id)
+			}
+			c.violate(KindRateExceeded, fmt.Sprintf("%s: %d reservations of rate key %q (jobs %s) within one %v period; the limit is %d", k.queue, len(set), k.key, strings.Join(ids, ", "), period, p.RateLimit), refs...)
+		}
+	}
 }

@@ -240,7 +240,7 @@ type violationCase struct {
 // must name.
 func violationCases() []violationCase {
 	work := []QueuePolicy{queue("q", 10000, "return_original")}
-	return []violationCase{
+	return append([]violationCase{
 		{KindLossUnreported, &History{
 			Ops:    []Record{enqueue(1, "a", "q", "k", 0, 10, OK, "J1", false)},
 			State:  &State{Queues: work},
@@ -366,7 +366,7 @@ func violationCases() []violationCase {
 			Ops:   []Record{enqueue(1, "a", "q", "k", 0, 10, OK, "", false)},
 			State: &State{Queues: work},
 		}, []OpRef{ref(1, "a")}},
-	}
+	}, flowViolationCases()...)
 }
 
 func TestViolations(t *testing.T) {

@@ -56,18 +56,35 @@
 //   - job_state: what a get_job or lookup answered.
 //   - rule_key: on a queue with a uniqueness rule ([[queues.rules]]), the
 //     rule key the payload gives (an item's too).
+//   - follows_job_id: on a queue with when_running = "run_again", the
+//     running job an enqueue ack (or a batch item's ack) says its new job
+//     follows: the ack created a follow-up (job_id, deduplicated false)
+//     that waits until that job has ended.
+//   - delayed_until: the run-at a delaying rule (action = "delay") gave
+//     the job an enqueue ack created (an item's too); absent when the rule
+//     did not move it.
+//   - conc_key, rate_key: on a queue with [queues.concurrency] or
+//     [queues.rate], the key the payload gives (an enqueue's, an item's, or
+//     the job a reserve delivered, read from its payload by the driver).
+//   - lease_expires_at: when the lease a reserve returned expires, by the
+//     server's clock (a lease the worker did not extend).
 //
 // The state section is one line {"state": {...}} (type State) the driver
 // writes after the run has settled: every job read back from the store
 // (jobs: id, queue, key, job_type, state, attempts, result, created_at,
-// rule_key),
+// finalized_at, rule_key, conc_key, rate_key, and for a follow-up still
+// waiting follows_job_id and held_by, what holds a job back: follow_up,
+// concurrency or rate),
 // the jobs retention deleted (deleted: job ids), every dedup record (dedup:
 // queue, key, job_id, expires_at), every effect (effects: scope, key, state,
 // result) and the queue policies in force (queues: queue, dedup_window_ms,
-// on_duplicate, key_reuse, rule_window_ms, debounce_ms). A queue the section does not list is taken as
-// on_duplicate = "return_original" with an unbounded window. A history
-// without a state section can be checked only for what the acks say among
-// themselves.
+// on_duplicate, key_reuse, rule_window_ms, rule_limit, rule_action,
+// debounce_ms, when_running, concurrency_limit, concurrency_ordered,
+// rate_limit, rate_period_ms; see QueuePolicy). A queue the section does
+// not list is taken as on_duplicate = "return_original" with an unbounded
+// window, no rule, no concurrency or rate limit and when_running =
+// "return_original". A history without a state section can be checked
+// only for what the acks say among themselves.
 //
 // A loss line {"loss": {...}} (type Loss) records a loss the driver caused
 // on purpose: it deleted one of a stopped node's older write-ahead log files
@@ -188,6 +205,10 @@ type Item struct {
 	Deduplicated bool    `json:"deduplicated,omitempty"`
 	Replaced     bool    `json:"replaced,omitempty"`
 	RuleKey      string  `json:"rule_key,omitempty"`
+	FollowsJobID string  `json:"follows_job_id,omitempty"`
+	DelayedUntil Time    `json:"delayed_until,omitzero"`
+	ConcKey      string  `json:"conc_key,omitempty"`
+	RateKey      string  `json:"rate_key,omitempty"`
 }
 
 // Record is one operation a client attempted.
@@ -206,12 +227,24 @@ type Record struct {
 	// RuleKey is the key the queue's uniqueness rule ([[queues.rules]])
 	// derives from the payload; empty on a queue without a rule.
 	RuleKey string `json:"rule_key,omitempty"`
+	// ConcKey and RateKey are the keys the queue's [queues.concurrency] and
+	// [queues.rate] derive from the payload: of the job enqueued, or of
+	// the job a reserve delivered.
+	ConcKey string `json:"conc_key,omitempty"`
+	RateKey string `json:"rate_key,omitempty"`
 
 	JobID        string `json:"job_id,omitempty"`
 	Deduplicated bool   `json:"deduplicated,omitempty"`
 	Replaced     bool   `json:"replaced,omitempty"`
+	// FollowsJobID is the running job an enqueue's follow-up follows
+	// (when_running = "run_again").
+	FollowsJobID string `json:"follows_job_id,omitempty"`
+	// DelayedUntil is the run-at a delaying rule gave the created job.
+	DelayedUntil Time   `json:"delayed_until,omitzero"`
 	LeaseToken   string `json:"lease_token,omitempty"`
-	JobState     string `json:"job_state,omitempty"`
+	// LeaseExpiresAt is when a reserve's lease expires (server's clock).
+	LeaseExpiresAt Time   `json:"lease_expires_at,omitzero"`
+	JobState       string `json:"job_state,omitempty"`
 
 	Scope         string `json:"scope,omitempty"`
 	EffectToken   string `json:"effect_token,omitempty"`
@@ -236,7 +269,16 @@ type Job struct {
 	Attempts  int    `json:"attempts"`
 	Result    string `json:"result,omitempty"`
 	CreatedAt Time   `json:"created_at"`
-	RuleKey   string `json:"rule_key,omitempty"`
+	// FinalizedAt is when the job reached its final state (server's clock).
+	FinalizedAt Time   `json:"finalized_at,omitzero"`
+	RuleKey     string `json:"rule_key,omitempty"`
+	ConcKey     string `json:"conc_key,omitempty"`
+	RateKey     string `json:"rate_key,omitempty"`
+	// FollowsJobID is the job a follow-up waits for, while it waits.
+	FollowsJobID string `json:"follows_job_id,omitempty"`
+	// HeldBy is what holds a scheduled job back: follow_up, concurrency or
+	// rate; empty for none.
+	HeldBy string `json:"held_by,omitempty"`
 }
 
 // DedupRecord is a dedup record read back from the store.
@@ -264,8 +306,24 @@ type QueuePolicy struct {
 	// RuleWindowMS is the window of the queue's uniqueness rule; 0: the
 	// queue has none. (A history checks one rule per queue.)
 	RuleWindowMS int64 `json:"rule_window_ms,omitempty"`
+	// RuleLimit is how many jobs of one rule key the rule lets be created
+	// within any RuleWindowMS (0: 1); RuleAction is what a job finding the
+	// window full gets: "reject" (the default) or "delay" (it counts at the
+	// run-at the rule gave it, the ack's delayed_until).
+	RuleLimit  int    `json:"rule_limit,omitempty"`
+	RuleAction string `json:"rule_action,omitempty"`
 	// DebounceMS is the queue's debounce_ms (on_duplicate = "debounce").
 	DebounceMS int64 `json:"debounce_ms,omitempty"`
+	// WhenRunning is the queue's when_running: "return_original" (the
+	// default) or "run_again".
+	WhenRunning string `json:"when_running,omitempty"`
+	// ConcurrencyLimit is the limit of the queue's [queues.concurrency]
+	// (0: none), ConcurrencyOrdered its ordered flag.
+	ConcurrencyLimit   int  `json:"concurrency_limit,omitempty"`
+	ConcurrencyOrdered bool `json:"concurrency_ordered,omitempty"`
+	// RateLimit and RatePeriodMS are the queue's [queues.rate] (0: none).
+	RateLimit    int   `json:"rate_limit,omitempty"`
+	RatePeriodMS int64 `json:"rate_period_ms,omitempty"`
 }
 
 // Window is the policy's dedup window; 0 means unbounded.
