@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -36,8 +37,9 @@ limit = 1
 // runConcurrency runs, on fresh servers: W3 (50,000 jobs, 32 workers)
 // with 256-byte JSON payloads spread over 10,000 accounts, without and with
 // concConfig; then, with concConfig, 5,000 jobs of 5,000 other accounts
-// alone, and the same 5,000 beside 45,000 jobs of one hot account, timing
-// how long the 5,000 take to complete.
+// alone (beside 45,000 jobs of a queue no worker reads, so that the store
+// holds as many jobs), and the same 5,000 beside 45,000 jobs of one hot
+// account, timing how long the 5,000 take to complete.
 func runConcurrency(ctx context.Context, backend string) (concRow, error) {
 	var r concRow
 	N := n(50_000)
@@ -60,7 +62,10 @@ func runConcurrency(ctx context.Context, backend string) (concRow, error) {
 	for i := range cold {
 		cold[i] = fmt.Sprintf("cold-%d", i)
 	}
-	_, coldEl, err := concRun(ctx, backend, concConfig, cold)
+	// Alone, beside 45,000 jobs of a queue no worker reads, so that the
+	// store holds as much as beside the hot account.
+	alone := append(slices.Repeat([]string{idle}, N-len(cold)), cold...)
+	_, coldEl, err := concRun(ctx, backend, concConfig, alone)
 	if err != nil {
 		return r, err
 	}
@@ -81,28 +86,40 @@ func runConcurrency(ctx context.Context, backend string) (concRow, error) {
 	return r, nil
 }
 
+// idle names, in concRun's accounts, a job enqueued on a queue no worker
+// reads.
+const idle = "\x00idle"
+
 // concRun enqueues one job per account of accounts (in batches of 1,000,
 // in that order) on a fresh server with conf, then processes them with 32
 // workers, and returns how long all took and how long the jobs of accounts
-// other than "hot" took.
+// other than "hot" took. An idle entry is a job of another queue, stored
+// and never processed.
 func concRun(ctx context.Context, backend, conf string, accounts []string) (all, cold time.Duration, err error) {
 	inst, err := startSepp(ctx, backend, conf)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer inst.close()
-	coldN := 0
+	coldN, total := 0, 0
 	for i := 0; i < len(accounts); i += 1000 {
 		var reqs []sepp.EnqueueRequest
 		for _, a := range accounts[i:min(i+1000, len(accounts))] {
-			if a != "hot" {
+			queue := inst.queue
+			switch a {
+			case idle:
+				queue = "idle"
+			case "hot":
+				total++
+			default:
 				coldN++
+				total++
 			}
 			p := fmt.Appendf(nil, `{"account":%q,"pad":"`, a)
 			for len(p) < 254 {
 				p = append(p, 'x')
 			}
-			reqs = append(reqs, sepp.EnqueueRequest{Queue: inst.queue, JobType: "bench", Payload: append(p, '"', '}')})
+			reqs = append(reqs, sepp.EnqueueRequest{Queue: queue, JobType: "bench", Payload: append(p, '"', '}')})
 		}
 		res, err := inst.client.EnqueueBatch(ctx, reqs, sepp.BatchOptions{Atomic: true})
 		if err != nil {
@@ -127,15 +144,15 @@ func concRun(ctx context.Context, backend, conf string, accounts []string) (all,
 				coldAt.Store(int64(time.Since(start)))
 			}
 		}
-		if done.Add(1) == int64(len(accounts)) {
+		if done.Add(1) == int64(total) {
 			cancel()
 		}
 		return nil, nil
 	})
 	err = w.Run(ctx)
 	all = time.Since(start)
-	if done.Load() < int64(len(accounts)) {
-		return all, 0, fmt.Errorf("handled %d of %d: %v", done.Load(), len(accounts), err)
+	if done.Load() < int64(total) {
+		return all, 0, fmt.Errorf("handled %d of %d: %v", done.Load(), total, err)
 	}
 	return all, time.Duration(coldAt.Load()), nil
 }

@@ -162,7 +162,7 @@ func report(systems []*system, res *results, mem []memRow, sweep []sweepRow, age
 	if len(conc) > 0 {
 		p("\n**W3 with per-key concurrency (Sepp).** %s jobs with 256-byte JSON payloads, each naming one of 10,000 accounts, enqueued in atomic batches of 1,000, then processed by 32 workers (`worker.Worker`, no-op handler), ", commas(n(50_000)))
 		p("on a fresh server whose queue has no `[queues.concurrency]`, against one with `key_fields = [\"/account\"]`, `limit = 1`. ")
-		p("Then, with that table, %s jobs of as many other accounts processed alone, against the same jobs among %s jobs of one hot account (90%% of the queue): the jobs/s of the other accounts' jobs, from the start of processing until the last of them completed.\n\n", commas(n(5_000)), commas(n(45_000)))
+		p("Then, with that table, %s jobs of as many other accounts processed alone (beside %s jobs of a queue no worker reads, so that the store holds as much), against the same jobs among %s jobs of one hot account (90%% of the queue): the jobs/s of the other accounts' jobs, from the start of processing until the last of them completed.\n\n", commas(n(5_000)), commas(n(45_000)), commas(n(45_000)))
 		p("| System | W3 jobs/s, no concurrency | W3 jobs/s, limit 1 over 10,000 keys | Ratio | Other keys' jobs/s alone | Beside a hot key | Ratio |\n|---|---|---|---|---|---|---|\n")
 		for _, r := range conc {
 			if r.err != "" {
