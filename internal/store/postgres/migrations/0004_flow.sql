@@ -148,6 +148,11 @@ BEGIN
   END IF;
   RETURN NEW;
 END $$;
+-- The function runs only for the changes it acts on (not, say, for every
+-- reserve of a job that holds a slot).
 CREATE TRIGGER sepp_job_state BEFORE UPDATE OF state ON sepp_jobs FOR EACH ROW
-  WHEN (OLD.state IS DISTINCT FROM NEW.state AND (NEW.flow <> 0 OR NEW.ckey IS NOT NULL OR NEW.rwaiting))
+  WHEN (OLD.state IS DISTINCT FROM NEW.state AND (
+    (NEW.state IN (4, 5, 6) AND OLD.state NOT IN (4, 5, 6) AND (NEW.flow <> 0 OR NEW.slot OR NEW.waiting OR NEW.rwaiting))
+    OR (OLD.state = 3 AND NEW.state IN (1, 2) AND NEW.slot AND NOT NEW.cordered)
+    OR (OLD.state IN (4, 5, 6) AND NEW.state IN (1, 2) AND NEW.cordered AND NEW.ckey IS NOT NULL)))
   EXECUTE FUNCTION sepp_job_state();
