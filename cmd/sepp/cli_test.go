@@ -254,14 +254,14 @@ func TestMigrate(t *testing.T) {
 	cfg := filepath.Join(dir, "sepp.toml")
 	os.WriteFile(cfg, []byte("[storage]\npath = \""+filepath.Join(dir, "data")+"\"\n"), 0o644)
 	out, _, err := cli(t, "migrate", "--config", cfg)
-	if err != nil || out != "embedded store in "+filepath.Join(dir, "data")+": applied migration 0001_layout\n" {
+	if err != nil || out != "embedded store in "+filepath.Join(dir, "data")+": applied migrations 0001_layout, 0002_flow\n" {
 		t.Fatalf("migrate: %v %q", err, out)
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "data", "MANIFEST-*")); len(m) == 0 {
 		t.Fatal("no Pebble database (MANIFEST-*) after migrate")
 	}
 	out, _, err = cli(t, "migrate", "--config", cfg)
-	if err != nil || out != "embedded store in "+filepath.Join(dir, "data")+": schema up to date (1 migration)\n" {
+	if err != nil || out != "embedded store in "+filepath.Join(dir, "data")+": schema up to date (2 migrations)\n" {
 		t.Fatalf("migrate again: %v %q", err, out)
 	}
 }

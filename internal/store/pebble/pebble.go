@@ -157,9 +157,13 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// layouts are the versions of the key layout this binary knows; 1 is the one
-// keys.go describes. A later layout adds a migration here.
-var layouts = []storerule.Migration{{Version: 1, Name: "0001_layout"}}
+// layouts are the versions of the key layout this binary knows; the last is
+// the one keys.go describes. A later layout adds a migration here.
+// 0002_flow adds per-key flow control (follow-ups, concurrency and rate
+// keys and their waiting lists): nothing is rewritten, but a binary that
+// knows only 0001 would leave the jobs waiting in those lists waiting, so
+// it refuses the store.
+var layouts = []storerule.Migration{{Version: 1, Name: "0001_layout"}, {Version: 2, Name: "0002_flow"}}
 
 // Open opens (creating if needed) the database under opts.Path and starts
 // the writer goroutine. Close stops it. Pebble locks the directory, so a
@@ -386,7 +390,8 @@ func (s *Store) migrate() error {
 	}
 	s.migrations = store.Migrations{Known: len(layouts)}
 	for _, m := range pending {
-		// Version 1 is the layout of an empty database: nothing to rewrite.
+		// Version 1 is the layout of an empty database, and 2 only adds
+		// keys and fields: nothing to rewrite.
 		if err := s.db.Set(schemaKey, []byte(strconv.Itoa(m.Version)), pebble.Sync); err != nil {
 			return fmt.Errorf("pebble: migration %s: %w", m.Name, err)
 		}
@@ -396,7 +401,7 @@ func (s *Store) migrate() error {
 }
 
 // Migrations implements store.Migrator: the layout versions Open recorded
-// (0001_layout for a new database).
+// (0001_layout and 0002_flow for a new database).
 func (s *Store) Migrations() store.Migrations {
 	m := s.migrations
 	m.Applied = append([]string(nil), m.Applied...)
