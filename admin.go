@@ -2,6 +2,7 @@ package sepp
 
 import (
 	"context"
+	"time"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 )
@@ -38,6 +39,41 @@ func (c *Client) ListQueues(ctx context.Context) ([]QueueInfo, error) {
 			Reserved: q.GetReserved(), Completed: q.GetCompleted(), Dead: q.GetDead(), Cancelled: q.GetCancelled(),
 			DedupRecords: q.GetDedupRecords(), Paused: q.GetPaused(), HeldFollowUp: q.GetHeldFollowUp(),
 			HeldConcurrency: q.GetHeldConcurrency(), HeldRate: q.GetHeldRate()}
+	}
+	return out, nil
+}
+
+// OutboxInfo is one [[outboxes]] table as the server's relay last saw it.
+type OutboxInfo struct {
+	Name    string `json:"name"`
+	Dialect string `json:"dialect"` // "postgres", "mysql" or "sqlite"
+	Table   string `json:"table"`
+	// Lag is the age of the oldest row not yet relayed, at CheckedAt; 0
+	// when the table was empty.
+	Lag time.Duration `json:"lag"`
+	// Relayed and Dead count the rows this server relayed into jobs, and
+	// moved to the dead table, since it started.
+	Relayed int64 `json:"relayed"`
+	Dead    int64 `json:"dead"`
+	// CheckedAt is when the relay last read the table (zero: not yet).
+	CheckedAt time.Time `json:"checkedAt,omitzero"`
+	// LastError is the last relay pass's error; empty when it succeeded.
+	LastError string `json:"lastError,omitempty"`
+}
+
+// ListOutboxes lists the outboxes the server relays, in config order.
+func (c *Client) ListOutboxes(ctx context.Context) ([]OutboxInfo, error) {
+	res, err := c.admin.ListOutboxes(ctx, &seppv1.ListOutboxesRequest{})
+	if err != nil {
+		return nil, fromRPC(ctx, err)
+	}
+	out := make([]OutboxInfo, len(res.GetOutboxes()))
+	for i, o := range res.GetOutboxes() {
+		out[i] = OutboxInfo{Name: o.GetName(), Dialect: o.GetDialect(), Table: o.GetTable(),
+			Lag: time.Duration(o.GetLagMs()) * time.Millisecond, Relayed: o.GetRelayed(), Dead: o.GetDead(), LastError: o.GetLastError()}
+		if o.CheckedAt != nil {
+			out[i].CheckedAt = o.GetCheckedAt().AsTime()
+		}
 	}
 	return out, nil
 }

@@ -18,12 +18,16 @@ require (
 )
 
 require (
+	github.com/go-sql-driver/mysql v1.10.2
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	golang.org/x/term v0.47.0
 )
 
-require github.com/inconshreveable/mousetrap v1.1.0 // indirect
+require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+)
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
@@ -69,8 +73,4 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	// Pebble's cockroachdb/errors requires the genproto of 2023, which still
-	// held googleapis/rpc: without this newer one, grpc's imports of it are
-	// ambiguous (go mod tidy drops it; keep it).
-	google.golang.org/genproto v0.0.0-20261026165753-2ffab32bce7e // indirect
 )

@@ -67,6 +67,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		if err := server.CheckTLS(cfg); err != nil { // [server] tls_* files, as serve loads them
 			return err
 		}
+		if err := server.CheckOutboxURLs(cfg); err != nil { // [[outboxes]] connection strings, as serve reads them
+			return err
+		}
 		name := *configPath
 		if name == "" {
 			name = "(no config file: defaults)"

@@ -58,6 +58,9 @@ type Config struct {
 	// Webhooks are the [[webhooks]] entries in file order, as written; use
 	// ResolvedWebhooks for their settings with defaults. Default: none.
 	Webhooks []WebhookConfig `toml:"webhooks"`
+	// Outboxes are the [[outboxes]] entries in file order, as written; use
+	// ResolvedOutboxes for their settings with defaults. Default: none.
+	Outboxes []OutboxConfig `toml:"outboxes"`
 	// Auth is the [auth] section: the tokens calls must carry (auth.go).
 	// Default: no token, every call accepted.
 	Auth AuthConfig `toml:"auth"`
@@ -397,6 +400,16 @@ func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 // MaxQueueNameBytes is the longest queue name accepted, in the config and on
 // the wire.
 const MaxQueueNameBytes = 255
+
+// Limits on enqueue fields that have no config key. They keep one request
+// from holding unbounded memory in the writer; each has a reason-coded error
+// (INVALID_FIELD, listed in docs/errors.md). The server and the outbox
+// writers check them.
+const (
+	MaxJobTypeBytes  = 255
+	MaxHeaderBytes   = 64 << 10
+	MaxHeaderEntries = 64
+)
 
 // Default returns the configuration used when there is no file and no
 // environment variable: every setting at its default, no declared queue.

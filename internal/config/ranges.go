@@ -55,6 +55,9 @@ var intRanges = map[string]intRange{
 
 	"webhooks[].max_body_bytes":                   {1, 256 << 20},
 	"webhooks[].signature.timestamp_tolerance_ms": {1, MaxMs},
+
+	"outboxes[].batch_size":       {1, MaxOutboxBatchSize},
+	"outboxes[].poll_interval_ms": {10, 3_600_000},
 }
 
 // checkRanges checks every whole-number field of c that is set (in the file,

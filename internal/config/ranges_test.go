@@ -67,6 +67,9 @@ func intKeyDoc(p string, value string) (string, int) {
 	case "webhooks[]":
 		doc := "[server]\nmax_payload_bytes = 268435456\n[[webhooks]]\npath = \"/h\"\nqueue = \"q\"\njob_type = \"t\"\nrequire_key = false\n"
 		return doc + kv, 8
+	case "outboxes[]":
+		doc := "[[outboxes]]\nname = \"o\"\ndialect = \"postgres\"\nurl_env = \"APP_DB\"\n"
+		return doc + kv, 5
 	case "webhooks[].signature":
 		doc := "[[webhooks]]\npath = \"/h\"\nqueue = \"q\"\njob_type = \"t\"\n[webhooks.signature]\nscheme = \"stripe\"\nsecret_env = \"X\"\n"
 		return doc + kv, 8

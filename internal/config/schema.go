@@ -180,6 +180,15 @@ var specs = []keySpec{
 	{"webhooks[].signature.header", kindString, `the header holding the signature, with scheme = "hmac-sha256"`},
 	{"webhooks[].signature.prefix", kindString, `the text before the hex digest, like "sha256=", with scheme = "hmac-sha256"; default ""`},
 	{"webhooks[].signature.timestamp_tolerance_ms", kindInt, `how far a signed timestamp may be from the server's clock, in milliseconds, with scheme = "stripe"; default 300000`},
+	{"outboxes", kindTableArray, "the app databases whose outbox tables sepp serve relays into jobs, one [[outboxes]] section each"},
+	{"outboxes[].name", kindString, `the outbox's name in logs, metrics and the dashboard, like "orders-db"; required`},
+	{"outboxes[].dialect", kindString, `the app database's dialect, "postgres", "mysql" or "sqlite"; required`},
+	{"outboxes[].url_env", kindString, "the environment variable holding the database's connection string"},
+	{"outboxes[].url_file", kindString, "the file holding the database's connection string"},
+	{"outboxes[].url", kindString, "never accepted: use url_env or url_file"},
+	{"outboxes[].table", kindString, `the outbox table, optionally schema.table; default "sepp_outbox"`},
+	{"outboxes[].batch_size", kindInt, "the most rows one relay pass claims and enqueues; default 100"},
+	{"outboxes[].poll_interval_ms", kindInt, "how often the relay looks for rows when nothing woke it, in milliseconds; default 1000"},
 }
 
 var (

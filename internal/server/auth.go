@@ -56,6 +56,7 @@ var callRoles = map[string][]string{
 
 	seppv1connect.AdminServiceListQueuesProcedure:      {config.RoleReader},
 	seppv1connect.AdminServiceListJobsProcedure:        {config.RoleReader},
+	seppv1connect.AdminServiceListOutboxesProcedure:    {config.RoleReader},
 	seppv1connect.AdminServiceRequeueDeadJobsProcedure: nil,
 	seppv1connect.AdminServicePurgeDeadJobsProcedure:   nil,
 	seppv1connect.AdminServicePauseQueueProcedure:      nil,
@@ -86,7 +87,7 @@ func guarded(procedure string) bool {
 // AdminService RPC but the two reads, CancelJob and ReleaseIdempotencyKey.
 func audited(procedure string) bool {
 	switch procedure {
-	case seppv1connect.AdminServiceListQueuesProcedure, seppv1connect.AdminServiceListJobsProcedure:
+	case seppv1connect.AdminServiceListQueuesProcedure, seppv1connect.AdminServiceListJobsProcedure, seppv1connect.AdminServiceListOutboxesProcedure:
 		return false
 	case seppv1connect.JobServiceCancelJobProcedure, seppv1connect.JobServiceReleaseIdempotencyKeyProcedure:
 		return true

@@ -18,13 +18,11 @@ import (
 	"github.com/sepp-dev/sepp/internal/store"
 )
 
-// Limits on fields that have no config key. They keep one request from
-// holding unbounded memory in the writer; each has a reason-coded error
-// (INVALID_FIELD, listed in docs/errors.md).
+// Limits on fields that have no config key (the enqueue's are in config).
 const (
-	maxJobTypeBytes     = 255
-	maxHeaderBytes      = 64 << 10
-	maxHeaderEntryCount = 64
+	maxJobTypeBytes     = config.MaxJobTypeBytes
+	maxHeaderBytes      = config.MaxHeaderBytes
+	maxHeaderEntryCount = config.MaxHeaderEntries
 	// maxWorkerIDBytes bounds a Reserve's worker_id, which is stored with
 	// each job it leases; a host name and a process id take far less.
 	maxWorkerIDBytes = 1024

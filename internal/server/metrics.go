@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/sepp-dev/sepp/internal/outboxrelay"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,7 @@ import (
 // them before the store so the store can report its commits (ObserveCommit).
 type Metrics struct {
 	registry  *prometheus.Registry
+	outbox    *outboxrelay.Metrics // the [[outboxes]] relays'
 	enqueues  *prometheus.CounterVec
 	dedupHits *prometheus.CounterVec
 	// dedupOutcomes counts each keyed or ruled enqueue by what its dedup
@@ -100,6 +102,7 @@ func NewMetrics() *Metrics {
 	}
 	m.registry.MustRegister(m.enqueues, m.dedupHits, m.dedupOutcomes, m.reserved, m.completions, m.leaseExpired, m.effectClaims, m.commitTime, m.commitJobs, m.sweepDeleted, m.recovered, m.damaged, m.webhookRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.outbox = outboxrelay.NewMetrics(m.registry)
 	return m
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/sepp-dev/sepp/gen/sepp/v1/seppv1connect"
 	"github.com/sepp-dev/sepp/internal/clock"
 	"github.com/sepp-dev/sepp/internal/config"
+	"github.com/sepp-dev/sepp/internal/outboxrelay"
 	"github.com/sepp-dev/sepp/internal/server/ui"
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/sweep"
@@ -99,6 +100,9 @@ type Server struct {
 	stop     chan struct{} // closed by Shutdown; stops the sweeper
 
 	bg sync.WaitGroup
+
+	// relays relay the [[outboxes]] tables into jobs (outbox.go).
+	relays []*outboxrelay.Relay
 }
 
 // The services every node declares; all four are registered so clients get
@@ -148,6 +152,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.tokens = tokens
 	s.logAuth()
+	if err := s.openRelays(); err != nil {
+		return nil, err
+	}
 	s.wake = wakeup.New(wakeup.Options{Now: s.now, Local: s.local, Recheck: safetyRecheck})
 	s.sweep = sweep.New(sweep.Options{
 		Store:              s.store,
@@ -297,6 +304,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 
+	s.runRelays() // outbox.go
 	split := NewPrefaceSplitter(ln, s.cfg.Limits.HeaderTimeout())
 	split.limits = s.newConnLimiter() // limits.max_connections and _per_ip (connlimit.go)
 	if s.tls != nil {

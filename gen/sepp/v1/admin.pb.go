@@ -9,6 +9,7 @@ package seppv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -772,11 +773,201 @@ func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
 	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
+type ListOutboxesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOutboxesRequest) Reset() {
+	*x = ListOutboxesRequest{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOutboxesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOutboxesRequest) ProtoMessage() {}
+
+func (x *ListOutboxesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOutboxesRequest.ProtoReflect.Descriptor instead.
+func (*ListOutboxesRequest) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+type ListOutboxesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The [[outboxes]] this node relays, in config order.
+	Outboxes      []*OutboxInfo `protobuf:"bytes,1,rep,name=outboxes,proto3" json:"outboxes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOutboxesResponse) Reset() {
+	*x = ListOutboxesResponse{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOutboxesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOutboxesResponse) ProtoMessage() {}
+
+func (x *ListOutboxesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOutboxesResponse.ProtoReflect.Descriptor instead.
+func (*ListOutboxesResponse) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListOutboxesResponse) GetOutboxes() []*OutboxInfo {
+	if x != nil {
+		return x.Outboxes
+	}
+	return nil
+}
+
+// OutboxInfo is one outbox as this node's relay last saw it.
+type OutboxInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "postgres", "mysql" or "sqlite".
+	Dialect string `protobuf:"bytes,2,opt,name=dialect,proto3" json:"dialect,omitempty"`
+	Table   string `protobuf:"bytes,3,opt,name=table,proto3" json:"table,omitempty"`
+	// Age of the oldest row not yet relayed, in milliseconds, at checked_at;
+	// 0 when the table was empty.
+	LagMs int64 `protobuf:"varint,4,opt,name=lag_ms,json=lagMs,proto3" json:"lag_ms,omitempty"`
+	// Rows this node relayed into jobs, and moved to the dead table, since it
+	// started.
+	Relayed int64 `protobuf:"varint,5,opt,name=relayed,proto3" json:"relayed,omitempty"`
+	Dead    int64 `protobuf:"varint,6,opt,name=dead,proto3" json:"dead,omitempty"`
+	// When the relay last read the table; unset before its first read.
+	CheckedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=checked_at,json=checkedAt,proto3" json:"checked_at,omitempty"`
+	// The last pass's error (database unreachable, Sepp refusing for a
+	// while); empty when the last pass succeeded.
+	LastError     string `protobuf:"bytes,8,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutboxInfo) Reset() {
+	*x = OutboxInfo{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutboxInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutboxInfo) ProtoMessage() {}
+
+func (x *OutboxInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutboxInfo.ProtoReflect.Descriptor instead.
+func (*OutboxInfo) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *OutboxInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OutboxInfo) GetDialect() string {
+	if x != nil {
+		return x.Dialect
+	}
+	return ""
+}
+
+func (x *OutboxInfo) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *OutboxInfo) GetLagMs() int64 {
+	if x != nil {
+		return x.LagMs
+	}
+	return 0
+}
+
+func (x *OutboxInfo) GetRelayed() int64 {
+	if x != nil {
+		return x.Relayed
+	}
+	return 0
+}
+
+func (x *OutboxInfo) GetDead() int64 {
+	if x != nil {
+		return x.Dead
+	}
+	return 0
+}
+
+func (x *OutboxInfo) GetCheckedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CheckedAt
+	}
+	return nil
+}
+
+func (x *OutboxInfo) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
 var File_sepp_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sepp_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x13sepp/v1/admin.proto\x12\asepp.v1\x1a\x11sepp/v1/job.proto\"\x13\n" +
+	"\x13sepp/v1/admin.proto\x12\asepp.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11sepp/v1/job.proto\"\x13\n" +
 	"\x11ListQueuesRequest\"@\n" +
 	"\x12ListQueuesResponse\x12*\n" +
 	"\x06queues\x18\x01 \x03(\v2\x12.sepp.v1.QueueInfoR\x06queues\"\xf2\x02\n" +
@@ -824,7 +1015,22 @@ const file_sepp_v1_admin_proto_rawDesc = "" +
 	"\x12ResumeQueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
 	"\x06create\x18\x02 \x01(\bR\x06create\"\x15\n" +
-	"\x13ResumeQueueResponse2\xd9\x03\n" +
+	"\x13ResumeQueueResponse\"\x15\n" +
+	"\x13ListOutboxesRequest\"G\n" +
+	"\x14ListOutboxesResponse\x12/\n" +
+	"\boutboxes\x18\x01 \x03(\v2\x13.sepp.v1.OutboxInfoR\boutboxes\"\xef\x01\n" +
+	"\n" +
+	"OutboxInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\adialect\x18\x02 \x01(\tR\adialect\x12\x14\n" +
+	"\x05table\x18\x03 \x01(\tR\x05table\x12\x15\n" +
+	"\x06lag_ms\x18\x04 \x01(\x03R\x05lagMs\x12\x18\n" +
+	"\arelayed\x18\x05 \x01(\x03R\arelayed\x12\x12\n" +
+	"\x04dead\x18\x06 \x01(\x03R\x04dead\x129\n" +
+	"\n" +
+	"checked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcheckedAt\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\b \x01(\tR\tlastError2\xa8\x04\n" +
 	"\fAdminService\x12G\n" +
 	"\n" +
 	"ListQueues\x12\x1a.sepp.v1.ListQueuesRequest\x1a\x1b.sepp.v1.ListQueuesResponse\"\x00\x12A\n" +
@@ -833,7 +1039,8 @@ const file_sepp_v1_admin_proto_rawDesc = "" +
 	"\rPurgeDeadJobs\x12\x1d.sepp.v1.PurgeDeadJobsRequest\x1a\x1e.sepp.v1.PurgeDeadJobsResponse\"\x00\x12G\n" +
 	"\n" +
 	"PauseQueue\x12\x1a.sepp.v1.PauseQueueRequest\x1a\x1b.sepp.v1.PauseQueueResponse\"\x00\x12J\n" +
-	"\vResumeQueue\x12\x1b.sepp.v1.ResumeQueueRequest\x1a\x1c.sepp.v1.ResumeQueueResponse\"\x00B-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3"
+	"\vResumeQueue\x12\x1b.sepp.v1.ResumeQueueRequest\x1a\x1c.sepp.v1.ResumeQueueResponse\"\x00\x12M\n" +
+	"\fListOutboxes\x12\x1c.sepp.v1.ListOutboxesRequest\x1a\x1d.sepp.v1.ListOutboxesResponse\"\x00B-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3"
 
 var (
 	file_sepp_v1_admin_proto_rawDescOnce sync.Once
@@ -847,7 +1054,7 @@ func file_sepp_v1_admin_proto_rawDescGZIP() []byte {
 	return file_sepp_v1_admin_proto_rawDescData
 }
 
-var file_sepp_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_sepp_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sepp_v1_admin_proto_goTypes = []any{
 	(*ListQueuesRequest)(nil),       // 0: sepp.v1.ListQueuesRequest
 	(*ListQueuesResponse)(nil),      // 1: sepp.v1.ListQueuesResponse
@@ -862,30 +1069,38 @@ var file_sepp_v1_admin_proto_goTypes = []any{
 	(*PauseQueueResponse)(nil),      // 10: sepp.v1.PauseQueueResponse
 	(*ResumeQueueRequest)(nil),      // 11: sepp.v1.ResumeQueueRequest
 	(*ResumeQueueResponse)(nil),     // 12: sepp.v1.ResumeQueueResponse
-	(JobState)(0),                   // 13: sepp.v1.JobState
-	(*Job)(nil),                     // 14: sepp.v1.Job
+	(*ListOutboxesRequest)(nil),     // 13: sepp.v1.ListOutboxesRequest
+	(*ListOutboxesResponse)(nil),    // 14: sepp.v1.ListOutboxesResponse
+	(*OutboxInfo)(nil),              // 15: sepp.v1.OutboxInfo
+	(JobState)(0),                   // 16: sepp.v1.JobState
+	(*Job)(nil),                     // 17: sepp.v1.Job
+	(*timestamppb.Timestamp)(nil),   // 18: google.protobuf.Timestamp
 }
 var file_sepp_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: sepp.v1.ListQueuesResponse.queues:type_name -> sepp.v1.QueueInfo
-	13, // 1: sepp.v1.ListJobsRequest.state:type_name -> sepp.v1.JobState
-	14, // 2: sepp.v1.ListJobsResponse.jobs:type_name -> sepp.v1.Job
-	0,  // 3: sepp.v1.AdminService.ListQueues:input_type -> sepp.v1.ListQueuesRequest
-	3,  // 4: sepp.v1.AdminService.ListJobs:input_type -> sepp.v1.ListJobsRequest
-	5,  // 5: sepp.v1.AdminService.RequeueDeadJobs:input_type -> sepp.v1.RequeueDeadJobsRequest
-	7,  // 6: sepp.v1.AdminService.PurgeDeadJobs:input_type -> sepp.v1.PurgeDeadJobsRequest
-	9,  // 7: sepp.v1.AdminService.PauseQueue:input_type -> sepp.v1.PauseQueueRequest
-	11, // 8: sepp.v1.AdminService.ResumeQueue:input_type -> sepp.v1.ResumeQueueRequest
-	1,  // 9: sepp.v1.AdminService.ListQueues:output_type -> sepp.v1.ListQueuesResponse
-	4,  // 10: sepp.v1.AdminService.ListJobs:output_type -> sepp.v1.ListJobsResponse
-	6,  // 11: sepp.v1.AdminService.RequeueDeadJobs:output_type -> sepp.v1.RequeueDeadJobsResponse
-	8,  // 12: sepp.v1.AdminService.PurgeDeadJobs:output_type -> sepp.v1.PurgeDeadJobsResponse
-	10, // 13: sepp.v1.AdminService.PauseQueue:output_type -> sepp.v1.PauseQueueResponse
-	12, // 14: sepp.v1.AdminService.ResumeQueue:output_type -> sepp.v1.ResumeQueueResponse
-	9,  // [9:15] is the sub-list for method output_type
-	3,  // [3:9] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	16, // 1: sepp.v1.ListJobsRequest.state:type_name -> sepp.v1.JobState
+	17, // 2: sepp.v1.ListJobsResponse.jobs:type_name -> sepp.v1.Job
+	15, // 3: sepp.v1.ListOutboxesResponse.outboxes:type_name -> sepp.v1.OutboxInfo
+	18, // 4: sepp.v1.OutboxInfo.checked_at:type_name -> google.protobuf.Timestamp
+	0,  // 5: sepp.v1.AdminService.ListQueues:input_type -> sepp.v1.ListQueuesRequest
+	3,  // 6: sepp.v1.AdminService.ListJobs:input_type -> sepp.v1.ListJobsRequest
+	5,  // 7: sepp.v1.AdminService.RequeueDeadJobs:input_type -> sepp.v1.RequeueDeadJobsRequest
+	7,  // 8: sepp.v1.AdminService.PurgeDeadJobs:input_type -> sepp.v1.PurgeDeadJobsRequest
+	9,  // 9: sepp.v1.AdminService.PauseQueue:input_type -> sepp.v1.PauseQueueRequest
+	11, // 10: sepp.v1.AdminService.ResumeQueue:input_type -> sepp.v1.ResumeQueueRequest
+	13, // 11: sepp.v1.AdminService.ListOutboxes:input_type -> sepp.v1.ListOutboxesRequest
+	1,  // 12: sepp.v1.AdminService.ListQueues:output_type -> sepp.v1.ListQueuesResponse
+	4,  // 13: sepp.v1.AdminService.ListJobs:output_type -> sepp.v1.ListJobsResponse
+	6,  // 14: sepp.v1.AdminService.RequeueDeadJobs:output_type -> sepp.v1.RequeueDeadJobsResponse
+	8,  // 15: sepp.v1.AdminService.PurgeDeadJobs:output_type -> sepp.v1.PurgeDeadJobsResponse
+	10, // 16: sepp.v1.AdminService.PauseQueue:output_type -> sepp.v1.PauseQueueResponse
+	12, // 17: sepp.v1.AdminService.ResumeQueue:output_type -> sepp.v1.ResumeQueueResponse
+	14, // 18: sepp.v1.AdminService.ListOutboxes:output_type -> sepp.v1.ListOutboxesResponse
+	12, // [12:19] is the sub-list for method output_type
+	5,  // [5:12] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_sepp_v1_admin_proto_init() }
@@ -900,7 +1115,7 @@ func file_sepp_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sepp_v1_admin_proto_rawDesc), len(file_sepp_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

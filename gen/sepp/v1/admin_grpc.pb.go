@@ -25,6 +25,7 @@ const (
 	AdminService_PurgeDeadJobs_FullMethodName   = "/sepp.v1.AdminService/PurgeDeadJobs"
 	AdminService_PauseQueue_FullMethodName      = "/sepp.v1.AdminService/PauseQueue"
 	AdminService_ResumeQueue_FullMethodName     = "/sepp.v1.AdminService/ResumeQueue"
+	AdminService_ListOutboxes_FullMethodName    = "/sepp.v1.AdminService/ListOutboxes"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -39,6 +40,7 @@ type AdminServiceClient interface {
 	PurgeDeadJobs(ctx context.Context, in *PurgeDeadJobsRequest, opts ...grpc.CallOption) (*PurgeDeadJobsResponse, error)
 	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
 	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
+	ListOutboxes(ctx context.Context, in *ListOutboxesRequest, opts ...grpc.CallOption) (*ListOutboxesResponse, error)
 }
 
 type adminServiceClient struct {
@@ -109,6 +111,16 @@ func (c *adminServiceClient) ResumeQueue(ctx context.Context, in *ResumeQueueReq
 	return out, nil
 }
 
+func (c *adminServiceClient) ListOutboxes(ctx context.Context, in *ListOutboxesRequest, opts ...grpc.CallOption) (*ListOutboxesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListOutboxesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListOutboxes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -121,6 +133,7 @@ type AdminServiceServer interface {
 	PurgeDeadJobs(context.Context, *PurgeDeadJobsRequest) (*PurgeDeadJobsResponse, error)
 	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
 	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
+	ListOutboxes(context.Context, *ListOutboxesRequest) (*ListOutboxesResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -148,6 +161,9 @@ func (UnimplementedAdminServiceServer) PauseQueue(context.Context, *PauseQueueRe
 }
 func (UnimplementedAdminServiceServer) ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResumeQueue not implemented")
+}
+func (UnimplementedAdminServiceServer) ListOutboxes(context.Context, *ListOutboxesRequest) (*ListOutboxesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOutboxes not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -278,6 +294,24 @@ func _AdminService_ResumeQueue_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListOutboxes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOutboxesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListOutboxes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListOutboxes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListOutboxes(ctx, req.(*ListOutboxesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -308,6 +342,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResumeQueue",
 			Handler:    _AdminService_ResumeQueue_Handler,
+		},
+		{
+			MethodName: "ListOutboxes",
+			Handler:    _AdminService_ListOutboxes_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

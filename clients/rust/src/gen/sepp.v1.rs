@@ -488,6 +488,46 @@ pub struct ResumeQueueResponse {
 }
 #[allow(clippy::derive_partial_eq_without_eq)]
 #[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListOutboxesRequest {
+}
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListOutboxesResponse {
+    /// The \[[outboxes]\] this node relays, in config order.
+    #[prost(message, repeated, tag="1")]
+    pub outboxes: ::prost::alloc::vec::Vec<OutboxInfo>,
+}
+/// OutboxInfo is one outbox as this node's relay last saw it.
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct OutboxInfo {
+    #[prost(string, tag="1")]
+    pub name: ::prost::alloc::string::String,
+    /// "postgres", "mysql" or "sqlite".
+    #[prost(string, tag="2")]
+    pub dialect: ::prost::alloc::string::String,
+    #[prost(string, tag="3")]
+    pub table: ::prost::alloc::string::String,
+    /// Age of the oldest row not yet relayed, in milliseconds, at checked_at;
+    /// 0 when the table was empty.
+    #[prost(int64, tag="4")]
+    pub lag_ms: i64,
+    /// Rows this node relayed into jobs, and moved to the dead table, since it
+    /// started.
+    #[prost(int64, tag="5")]
+    pub relayed: i64,
+    #[prost(int64, tag="6")]
+    pub dead: i64,
+    /// When the relay last read the table; unset before its first read.
+    #[prost(message, optional, tag="7")]
+    pub checked_at: ::core::option::Option<::prost_types::Timestamp>,
+    /// The last pass's error (database unreachable, Sepp refusing for a
+    /// while); empty when the last pass succeeded.
+    #[prost(string, tag="8")]
+    pub last_error: ::prost::alloc::string::String,
+}
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ClaimEffectRequest {
     #[prost(string, tag="1")]
     pub scope: ::prost::alloc::string::String,

@@ -48,6 +48,9 @@ const (
 	// AdminServiceResumeQueueProcedure is the fully-qualified name of the AdminService's ResumeQueue
 	// RPC.
 	AdminServiceResumeQueueProcedure = "/sepp.v1.AdminService/ResumeQueue"
+	// AdminServiceListOutboxesProcedure is the fully-qualified name of the AdminService's ListOutboxes
+	// RPC.
+	AdminServiceListOutboxesProcedure = "/sepp.v1.AdminService/ListOutboxes"
 )
 
 // AdminServiceClient is a client for the sepp.v1.AdminService service.
@@ -58,6 +61,7 @@ type AdminServiceClient interface {
 	PurgeDeadJobs(context.Context, *v1.PurgeDeadJobsRequest) (*v1.PurgeDeadJobsResponse, error)
 	PauseQueue(context.Context, *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error)
 	ResumeQueue(context.Context, *v1.ResumeQueueRequest) (*v1.ResumeQueueResponse, error)
+	ListOutboxes(context.Context, *v1.ListOutboxesRequest) (*v1.ListOutboxesResponse, error)
 }
 
 // NewAdminServiceClient constructs a client for the sepp.v1.AdminService service. By default, it
@@ -107,6 +111,12 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("ResumeQueue")),
 			connect.WithClientOptions(opts...),
 		),
+		listOutboxes: connect.NewClient[v1.ListOutboxesRequest, v1.ListOutboxesResponse](
+			httpClient,
+			baseURL+AdminServiceListOutboxesProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListOutboxes")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -118,6 +128,7 @@ type adminServiceClient struct {
 	purgeDeadJobs   *connect.Client[v1.PurgeDeadJobsRequest, v1.PurgeDeadJobsResponse]
 	pauseQueue      *connect.Client[v1.PauseQueueRequest, v1.PauseQueueResponse]
 	resumeQueue     *connect.Client[v1.ResumeQueueRequest, v1.ResumeQueueResponse]
+	listOutboxes    *connect.Client[v1.ListOutboxesRequest, v1.ListOutboxesResponse]
 }
 
 // ListQueues calls sepp.v1.AdminService.ListQueues.
@@ -174,6 +185,15 @@ func (c *adminServiceClient) ResumeQueue(ctx context.Context, req *v1.ResumeQueu
 	return nil, err
 }
 
+// ListOutboxes calls sepp.v1.AdminService.ListOutboxes.
+func (c *adminServiceClient) ListOutboxes(ctx context.Context, req *v1.ListOutboxesRequest) (*v1.ListOutboxesResponse, error) {
+	response, err := c.listOutboxes.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // AdminServiceHandler is an implementation of the sepp.v1.AdminService service.
 type AdminServiceHandler interface {
 	ListQueues(context.Context, *v1.ListQueuesRequest) (*v1.ListQueuesResponse, error)
@@ -182,6 +202,7 @@ type AdminServiceHandler interface {
 	PurgeDeadJobs(context.Context, *v1.PurgeDeadJobsRequest) (*v1.PurgeDeadJobsResponse, error)
 	PauseQueue(context.Context, *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error)
 	ResumeQueue(context.Context, *v1.ResumeQueueRequest) (*v1.ResumeQueueResponse, error)
+	ListOutboxes(context.Context, *v1.ListOutboxesRequest) (*v1.ListOutboxesResponse, error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -227,6 +248,12 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("ResumeQueue")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceListOutboxesHandler := connect.NewUnaryHandlerSimple(
+		AdminServiceListOutboxesProcedure,
+		svc.ListOutboxes,
+		connect.WithSchema(adminServiceMethods.ByName("ListOutboxes")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sepp.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceListQueuesProcedure:
@@ -241,6 +268,8 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServicePauseQueueHandler.ServeHTTP(w, r)
 		case AdminServiceResumeQueueProcedure:
 			adminServiceResumeQueueHandler.ServeHTTP(w, r)
+		case AdminServiceListOutboxesProcedure:
+			adminServiceListOutboxesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -272,4 +301,8 @@ func (UnimplementedAdminServiceHandler) PauseQueue(context.Context, *v1.PauseQue
 
 func (UnimplementedAdminServiceHandler) ResumeQueue(context.Context, *v1.ResumeQueueRequest) (*v1.ResumeQueueResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.ResumeQueue is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListOutboxes(context.Context, *v1.ListOutboxesRequest) (*v1.ListOutboxesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.ListOutboxes is not implemented"))
 }

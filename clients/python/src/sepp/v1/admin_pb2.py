@@ -11,10 +11,11 @@ from google.protobuf import symbol_database as _symbol_database
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from sepp.v1 import job_pb2 as sepp_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13sepp/v1/admin.proto\x12\x07sepp.v1\x1a\x11sepp/v1/job.proto\"\x13\n\x11ListQueuesRequest\"8\n\x12ListQueuesResponse\x12\"\n\x06queues\x18\x01 \x03(\x0b\x32\x12.sepp.v1.QueueInfo\"\xf1\x01\n\tQueueInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tscheduled\x18\x02 \x01(\x03\x12\x11\n\tavailable\x18\x03 \x01(\x03\x12\x10\n\x08reserved\x18\x04 \x01(\x03\x12\x11\n\tcompleted\x18\x05 \x01(\x03\x12\x0c\n\x04\x64\x65\x61\x64\x18\x06 \x01(\x03\x12\x11\n\tcancelled\x18\x07 \x01(\x03\x12\x15\n\rdedup_records\x18\x08 \x01(\x03\x12\x0e\n\x06paused\x18\t \x01(\x08\x12\x16\n\x0eheld_follow_up\x18\n \x01(\x03\x12\x18\n\x10held_concurrency\x18\x0b \x01(\x03\x12\x11\n\theld_rate\x18\x0c \x01(\x03\"i\n\x0fListJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12 \n\x05state\x18\x02 \x01(\x0e\x32\x11.sepp.v1.JobState\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"G\n\x10ListJobsResponse\x12\x1a\n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.sepp.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x16RequeueDeadJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x0b\n\x03\x61ll\x18\x03 \x01(\x08\"D\n\x17RequeueDeadJobsResponse\x12\x10\n\x08requeued\x18\x01 \x01(\x03\x12\x17\n\x0fmissing_job_ids\x18\x02 \x03(\t\"C\n\x14PurgeDeadJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x0b\n\x03\x61ll\x18\x03 \x01(\x08\"@\n\x15PurgeDeadJobsResponse\x12\x0e\n\x06purged\x18\x01 \x01(\x03\x12\x17\n\x0fmissing_job_ids\x18\x02 \x03(\t\"2\n\x11PauseQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06\x63reate\x18\x02 \x01(\x08\"\x14\n\x12PauseQueueResponse\"3\n\x12ResumeQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06\x63reate\x18\x02 \x01(\x08\"\x15\n\x13ResumeQueueResponse2\xd9\x03\n\x0c\x41\x64minService\x12G\n\nListQueues\x12\x1a.sepp.v1.ListQueuesRequest\x1a\x1b.sepp.v1.ListQueuesResponse\"\x00\x12\x41\n\x08ListJobs\x12\x18.sepp.v1.ListJobsRequest\x1a\x19.sepp.v1.ListJobsResponse\"\x00\x12V\n\x0fRequeueDeadJobs\x12\x1f.sepp.v1.RequeueDeadJobsRequest\x1a .sepp.v1.RequeueDeadJobsResponse\"\x00\x12P\n\rPurgeDeadJobs\x12\x1d.sepp.v1.PurgeDeadJobsRequest\x1a\x1e.sepp.v1.PurgeDeadJobsResponse\"\x00\x12G\n\nPauseQueue\x12\x1a.sepp.v1.PauseQueueRequest\x1a\x1b.sepp.v1.PauseQueueResponse\"\x00\x12J\n\x0bResumeQueue\x12\x1b.sepp.v1.ResumeQueueRequest\x1a\x1c.sepp.v1.ResumeQueueResponse\"\x00\x42-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13sepp/v1/admin.proto\x12\x07sepp.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11sepp/v1/job.proto\"\x13\n\x11ListQueuesRequest\"8\n\x12ListQueuesResponse\x12\"\n\x06queues\x18\x01 \x03(\x0b\x32\x12.sepp.v1.QueueInfo\"\xf1\x01\n\tQueueInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tscheduled\x18\x02 \x01(\x03\x12\x11\n\tavailable\x18\x03 \x01(\x03\x12\x10\n\x08reserved\x18\x04 \x01(\x03\x12\x11\n\tcompleted\x18\x05 \x01(\x03\x12\x0c\n\x04\x64\x65\x61\x64\x18\x06 \x01(\x03\x12\x11\n\tcancelled\x18\x07 \x01(\x03\x12\x15\n\rdedup_records\x18\x08 \x01(\x03\x12\x0e\n\x06paused\x18\t \x01(\x08\x12\x16\n\x0eheld_follow_up\x18\n \x01(\x03\x12\x18\n\x10held_concurrency\x18\x0b \x01(\x03\x12\x11\n\theld_rate\x18\x0c \x01(\x03\"i\n\x0fListJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12 \n\x05state\x18\x02 \x01(\x0e\x32\x11.sepp.v1.JobState\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\"G\n\x10ListJobsResponse\x12\x1a\n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.sepp.v1.Job\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"E\n\x16RequeueDeadJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x0b\n\x03\x61ll\x18\x03 \x01(\x08\"D\n\x17RequeueDeadJobsResponse\x12\x10\n\x08requeued\x18\x01 \x01(\x03\x12\x17\n\x0fmissing_job_ids\x18\x02 \x03(\t\"C\n\x14PurgeDeadJobsRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x0b\n\x03\x61ll\x18\x03 \x01(\x08\"@\n\x15PurgeDeadJobsResponse\x12\x0e\n\x06purged\x18\x01 \x01(\x03\x12\x17\n\x0fmissing_job_ids\x18\x02 \x03(\t\"2\n\x11PauseQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06\x63reate\x18\x02 \x01(\x08\"\x14\n\x12PauseQueueResponse\"3\n\x12ResumeQueueRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06\x63reate\x18\x02 \x01(\x08\"\x15\n\x13ResumeQueueResponse\"\x15\n\x13ListOutboxesRequest\"=\n\x14ListOutboxesResponse\x12%\n\x08outboxes\x18\x01 \x03(\x0b\x32\x13.sepp.v1.OutboxInfo\"\xad\x01\n\nOutboxInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x64ialect\x18\x02 \x01(\t\x12\r\n\x05table\x18\x03 \x01(\t\x12\x0e\n\x06lag_ms\x18\x04 \x01(\x03\x12\x0f\n\x07relayed\x18\x05 \x01(\x03\x12\x0c\n\x04\x64\x65\x61\x64\x18\x06 \x01(\x03\x12.\n\nchecked_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nlast_error\x18\x08 \x01(\t2\xa8\x04\n\x0c\x41\x64minService\x12G\n\nListQueues\x12\x1a.sepp.v1.ListQueuesRequest\x1a\x1b.sepp.v1.ListQueuesResponse\"\x00\x12\x41\n\x08ListJobs\x12\x18.sepp.v1.ListJobsRequest\x1a\x19.sepp.v1.ListJobsResponse\"\x00\x12V\n\x0fRequeueDeadJobs\x12\x1f.sepp.v1.RequeueDeadJobsRequest\x1a .sepp.v1.RequeueDeadJobsResponse\"\x00\x12P\n\rPurgeDeadJobs\x12\x1d.sepp.v1.PurgeDeadJobsRequest\x1a\x1e.sepp.v1.PurgeDeadJobsResponse\"\x00\x12G\n\nPauseQueue\x12\x1a.sepp.v1.PauseQueueRequest\x1a\x1b.sepp.v1.PauseQueueResponse\"\x00\x12J\n\x0bResumeQueue\x12\x1b.sepp.v1.ResumeQueueRequest\x1a\x1c.sepp.v1.ResumeQueueResponse\"\x00\x12M\n\x0cListOutboxes\x12\x1c.sepp.v1.ListOutboxesRequest\x1a\x1d.sepp.v1.ListOutboxesResponse\"\x00\x42-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sepp.v1.admin_pb2', globals())
@@ -22,32 +23,38 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1'
-  _LISTQUEUESREQUEST._serialized_start=51
-  _LISTQUEUESREQUEST._serialized_end=70
-  _LISTQUEUESRESPONSE._serialized_start=72
-  _LISTQUEUESRESPONSE._serialized_end=128
-  _QUEUEINFO._serialized_start=131
-  _QUEUEINFO._serialized_end=372
-  _LISTJOBSREQUEST._serialized_start=374
-  _LISTJOBSREQUEST._serialized_end=479
-  _LISTJOBSRESPONSE._serialized_start=481
-  _LISTJOBSRESPONSE._serialized_end=552
-  _REQUEUEDEADJOBSREQUEST._serialized_start=554
-  _REQUEUEDEADJOBSREQUEST._serialized_end=623
-  _REQUEUEDEADJOBSRESPONSE._serialized_start=625
-  _REQUEUEDEADJOBSRESPONSE._serialized_end=693
-  _PURGEDEADJOBSREQUEST._serialized_start=695
-  _PURGEDEADJOBSREQUEST._serialized_end=762
-  _PURGEDEADJOBSRESPONSE._serialized_start=764
-  _PURGEDEADJOBSRESPONSE._serialized_end=828
-  _PAUSEQUEUEREQUEST._serialized_start=830
-  _PAUSEQUEUEREQUEST._serialized_end=880
-  _PAUSEQUEUERESPONSE._serialized_start=882
-  _PAUSEQUEUERESPONSE._serialized_end=902
-  _RESUMEQUEUEREQUEST._serialized_start=904
-  _RESUMEQUEUEREQUEST._serialized_end=955
-  _RESUMEQUEUERESPONSE._serialized_start=957
-  _RESUMEQUEUERESPONSE._serialized_end=978
-  _ADMINSERVICE._serialized_start=981
-  _ADMINSERVICE._serialized_end=1454
+  _LISTQUEUESREQUEST._serialized_start=84
+  _LISTQUEUESREQUEST._serialized_end=103
+  _LISTQUEUESRESPONSE._serialized_start=105
+  _LISTQUEUESRESPONSE._serialized_end=161
+  _QUEUEINFO._serialized_start=164
+  _QUEUEINFO._serialized_end=405
+  _LISTJOBSREQUEST._serialized_start=407
+  _LISTJOBSREQUEST._serialized_end=512
+  _LISTJOBSRESPONSE._serialized_start=514
+  _LISTJOBSRESPONSE._serialized_end=585
+  _REQUEUEDEADJOBSREQUEST._serialized_start=587
+  _REQUEUEDEADJOBSREQUEST._serialized_end=656
+  _REQUEUEDEADJOBSRESPONSE._serialized_start=658
+  _REQUEUEDEADJOBSRESPONSE._serialized_end=726
+  _PURGEDEADJOBSREQUEST._serialized_start=728
+  _PURGEDEADJOBSREQUEST._serialized_end=795
+  _PURGEDEADJOBSRESPONSE._serialized_start=797
+  _PURGEDEADJOBSRESPONSE._serialized_end=861
+  _PAUSEQUEUEREQUEST._serialized_start=863
+  _PAUSEQUEUEREQUEST._serialized_end=913
+  _PAUSEQUEUERESPONSE._serialized_start=915
+  _PAUSEQUEUERESPONSE._serialized_end=935
+  _RESUMEQUEUEREQUEST._serialized_start=937
+  _RESUMEQUEUEREQUEST._serialized_end=988
+  _RESUMEQUEUERESPONSE._serialized_start=990
+  _RESUMEQUEUERESPONSE._serialized_end=1011
+  _LISTOUTBOXESREQUEST._serialized_start=1013
+  _LISTOUTBOXESREQUEST._serialized_end=1034
+  _LISTOUTBOXESRESPONSE._serialized_start=1036
+  _LISTOUTBOXESRESPONSE._serialized_end=1097
+  _OUTBOXINFO._serialized_start=1100
+  _OUTBOXINFO._serialized_end=1273
+  _ADMINSERVICE._serialized_start=1276
+  _ADMINSERVICE._serialized_end=1828
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,4 @@
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from sepp.v1 import job_pb2 as _job_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -26,6 +27,16 @@ class ListJobsResponse(_message.Message):
     next_page_token: str
     def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class ListOutboxesRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListOutboxesResponse(_message.Message):
+    __slots__ = ["outboxes"]
+    OUTBOXES_FIELD_NUMBER: _ClassVar[int]
+    outboxes: _containers.RepeatedCompositeFieldContainer[OutboxInfo]
+    def __init__(self, outboxes: _Optional[_Iterable[_Union[OutboxInfo, _Mapping]]] = ...) -> None: ...
+
 class ListQueuesRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
@@ -35,6 +46,26 @@ class ListQueuesResponse(_message.Message):
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedCompositeFieldContainer[QueueInfo]
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueInfo, _Mapping]]] = ...) -> None: ...
+
+class OutboxInfo(_message.Message):
+    __slots__ = ["checked_at", "dead", "dialect", "lag_ms", "last_error", "name", "relayed", "table"]
+    CHECKED_AT_FIELD_NUMBER: _ClassVar[int]
+    DEAD_FIELD_NUMBER: _ClassVar[int]
+    DIALECT_FIELD_NUMBER: _ClassVar[int]
+    LAG_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RELAYED_FIELD_NUMBER: _ClassVar[int]
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    checked_at: _timestamp_pb2.Timestamp
+    dead: int
+    dialect: str
+    lag_ms: int
+    last_error: str
+    name: str
+    relayed: int
+    table: str
+    def __init__(self, name: _Optional[str] = ..., dialect: _Optional[str] = ..., table: _Optional[str] = ..., lag_ms: _Optional[int] = ..., relayed: _Optional[int] = ..., dead: _Optional[int] = ..., checked_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_error: _Optional[str] = ...) -> None: ...
 
 class PauseQueueRequest(_message.Message):
     __slots__ = ["create", "queue"]

@@ -4,6 +4,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Job, JobState } from "./job_pb.js";
 import { file_sepp_v1_job } from "./job_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -12,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sepp/v1/admin.proto.
  */
 export const file_sepp_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChNzZXBwL3YxL2FkbWluLnByb3RvEgdzZXBwLnYxIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjgKEkxpc3RRdWV1ZXNSZXNwb25zZRIiCgZxdWV1ZXMYASADKAsyEi5zZXBwLnYxLlF1ZXVlSW5mbyLxAQoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSEQoJc2NoZWR1bGVkGAIgASgDEhEKCWF2YWlsYWJsZRgDIAEoAxIQCghyZXNlcnZlZBgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSFQoNZGVkdXBfcmVjb3JkcxgIIAEoAxIOCgZwYXVzZWQYCSABKAgSFgoOaGVsZF9mb2xsb3dfdXAYCiABKAMSGAoQaGVsZF9jb25jdXJyZW5jeRgLIAEoAxIRCgloZWxkX3JhdGUYDCABKAMiaQoPTGlzdEpvYnNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEiAKBXN0YXRlGAIgASgOMhEuc2VwcC52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJHChBMaXN0Sm9ic1Jlc3BvbnNlEhoKBGpvYnMYASADKAsyDC5zZXBwLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRQoWUmVxdWV1ZURlYWRKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIPCgdqb2JfaWRzGAIgAygJEgsKA2FsbBgDIAEoCCJEChdSZXF1ZXVlRGVhZEpvYnNSZXNwb25zZRIQCghyZXF1ZXVlZBgBIAEoAxIXCg9taXNzaW5nX2pvYl9pZHMYAiADKAkiQwoUUHVyZ2VEZWFkSm9ic1JlcXVlc3QSDQoFcXVldWUYASABKAkSDwoHam9iX2lkcxgCIAMoCRILCgNhbGwYAyABKAgiQAoVUHVyZ2VEZWFkSm9ic1Jlc3BvbnNlEg4KBnB1cmdlZBgBIAEoAxIXCg9taXNzaW5nX2pvYl9pZHMYAiADKAkiMgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSDgoGY3JlYXRlGAIgASgIIhQKElBhdXNlUXVldWVSZXNwb25zZSIzChJSZXN1bWVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSDgoGY3JlYXRlGAIgASgIIhUKE1Jlc3VtZVF1ZXVlUmVzcG9uc2Uy2QMKDEFkbWluU2VydmljZRJHCgpMaXN0UXVldWVzEhouc2VwcC52MS5MaXN0UXVldWVzUmVxdWVzdBobLnNlcHAudjEuTGlzdFF1ZXVlc1Jlc3BvbnNlIgASQQoITGlzdEpvYnMSGC5zZXBwLnYxLkxpc3RKb2JzUmVxdWVzdBoZLnNlcHAudjEuTGlzdEpvYnNSZXNwb25zZSIAElYKD1JlcXVldWVEZWFkSm9icxIfLnNlcHAudjEuUmVxdWV1ZURlYWRKb2JzUmVxdWVzdBogLnNlcHAudjEuUmVxdWV1ZURlYWRKb2JzUmVzcG9uc2UiABJQCg1QdXJnZURlYWRKb2JzEh0uc2VwcC52MS5QdXJnZURlYWRKb2JzUmVxdWVzdBoeLnNlcHAudjEuUHVyZ2VEZWFkSm9ic1Jlc3BvbnNlIgASRwoKUGF1c2VRdWV1ZRIaLnNlcHAudjEuUGF1c2VRdWV1ZVJlcXVlc3QaGy5zZXBwLnYxLlBhdXNlUXVldWVSZXNwb25zZSIAEkoKC1Jlc3VtZVF1ZXVlEhsuc2VwcC52MS5SZXN1bWVRdWV1ZVJlcXVlc3QaHC5zZXBwLnYxLlJlc3VtZVF1ZXVlUmVzcG9uc2UiAEItWitnaXRodWIuY29tL3NlcHAtZGV2L3NlcHAvZ2VuL3NlcHAvdjE7c2VwcHYxYgZwcm90bzM", [file_sepp_v1_job]);
+  fileDesc("ChNzZXBwL3YxL2FkbWluLnByb3RvEgdzZXBwLnYxIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjgKEkxpc3RRdWV1ZXNSZXNwb25zZRIiCgZxdWV1ZXMYASADKAsyEi5zZXBwLnYxLlF1ZXVlSW5mbyLxAQoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSEQoJc2NoZWR1bGVkGAIgASgDEhEKCWF2YWlsYWJsZRgDIAEoAxIQCghyZXNlcnZlZBgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSFQoNZGVkdXBfcmVjb3JkcxgIIAEoAxIOCgZwYXVzZWQYCSABKAgSFgoOaGVsZF9mb2xsb3dfdXAYCiABKAMSGAoQaGVsZF9jb25jdXJyZW5jeRgLIAEoAxIRCgloZWxkX3JhdGUYDCABKAMiaQoPTGlzdEpvYnNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEiAKBXN0YXRlGAIgASgOMhEuc2VwcC52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJHChBMaXN0Sm9ic1Jlc3BvbnNlEhoKBGpvYnMYASADKAsyDC5zZXBwLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRQoWUmVxdWV1ZURlYWRKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIPCgdqb2JfaWRzGAIgAygJEgsKA2FsbBgDIAEoCCJEChdSZXF1ZXVlRGVhZEpvYnNSZXNwb25zZRIQCghyZXF1ZXVlZBgBIAEoAxIXCg9taXNzaW5nX2pvYl9pZHMYAiADKAkiQwoUUHVyZ2VEZWFkSm9ic1JlcXVlc3QSDQoFcXVldWUYASABKAkSDwoHam9iX2lkcxgCIAMoCRILCgNhbGwYAyABKAgiQAoVUHVyZ2VEZWFkSm9ic1Jlc3BvbnNlEg4KBnB1cmdlZBgBIAEoAxIXCg9taXNzaW5nX2pvYl9pZHMYAiADKAkiMgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSDgoGY3JlYXRlGAIgASgIIhQKElBhdXNlUXVldWVSZXNwb25zZSIzChJSZXN1bWVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSDgoGY3JlYXRlGAIgASgIIhUKE1Jlc3VtZVF1ZXVlUmVzcG9uc2UiFQoTTGlzdE91dGJveGVzUmVxdWVzdCI9ChRMaXN0T3V0Ym94ZXNSZXNwb25zZRIlCghvdXRib3hlcxgBIAMoCzITLnNlcHAudjEuT3V0Ym94SW5mbyKtAQoKT3V0Ym94SW5mbxIMCgRuYW1lGAEgASgJEg8KB2RpYWxlY3QYAiABKAkSDQoFdGFibGUYAyABKAkSDgoGbGFnX21zGAQgASgDEg8KB3JlbGF5ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIuCgpjaGVja2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpsYXN0X2Vycm9yGAggASgJMqgECgxBZG1pblNlcnZpY2USRwoKTGlzdFF1ZXVlcxIaLnNlcHAudjEuTGlzdFF1ZXVlc1JlcXVlc3QaGy5zZXBwLnYxLkxpc3RRdWV1ZXNSZXNwb25zZSIAEkEKCExpc3RKb2JzEhguc2VwcC52MS5MaXN0Sm9ic1JlcXVlc3QaGS5zZXBwLnYxLkxpc3RKb2JzUmVzcG9uc2UiABJWCg9SZXF1ZXVlRGVhZEpvYnMSHy5zZXBwLnYxLlJlcXVldWVEZWFkSm9ic1JlcXVlc3QaIC5zZXBwLnYxLlJlcXVldWVEZWFkSm9ic1Jlc3BvbnNlIgASUAoNUHVyZ2VEZWFkSm9icxIdLnNlcHAudjEuUHVyZ2VEZWFkSm9ic1JlcXVlc3QaHi5zZXBwLnYxLlB1cmdlRGVhZEpvYnNSZXNwb25zZSIAEkcKClBhdXNlUXVldWUSGi5zZXBwLnYxLlBhdXNlUXVldWVSZXF1ZXN0Ghsuc2VwcC52MS5QYXVzZVF1ZXVlUmVzcG9uc2UiABJKCgtSZXN1bWVRdWV1ZRIbLnNlcHAudjEuUmVzdW1lUXVldWVSZXF1ZXN0Ghwuc2VwcC52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlIgASTQoMTGlzdE91dGJveGVzEhwuc2VwcC52MS5MaXN0T3V0Ym94ZXNSZXF1ZXN0Gh0uc2VwcC52MS5MaXN0T3V0Ym94ZXNSZXNwb25zZSIAQi1aK2dpdGh1Yi5jb20vc2VwcC1kZXYvc2VwcC9nZW4vc2VwcC92MTtzZXBwdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_sepp_v1_job]);
 
 /**
  * @generated from message sepp.v1.ListQueuesRequest
@@ -365,6 +367,105 @@ export const ResumeQueueResponseSchema: GenMessage<ResumeQueueResponse> = /*@__P
   messageDesc(file_sepp_v1_admin, 12);
 
 /**
+ * @generated from message sepp.v1.ListOutboxesRequest
+ */
+export type ListOutboxesRequest = Message<"sepp.v1.ListOutboxesRequest"> & {
+};
+
+/**
+ * Describes the message sepp.v1.ListOutboxesRequest.
+ * Use `create(ListOutboxesRequestSchema)` to create a new message.
+ */
+export const ListOutboxesRequestSchema: GenMessage<ListOutboxesRequest> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 13);
+
+/**
+ * @generated from message sepp.v1.ListOutboxesResponse
+ */
+export type ListOutboxesResponse = Message<"sepp.v1.ListOutboxesResponse"> & {
+  /**
+   * The [[outboxes]] this node relays, in config order.
+   *
+   * @generated from field: repeated sepp.v1.OutboxInfo outboxes = 1;
+   */
+  outboxes: OutboxInfo[];
+};
+
+/**
+ * Describes the message sepp.v1.ListOutboxesResponse.
+ * Use `create(ListOutboxesResponseSchema)` to create a new message.
+ */
+export const ListOutboxesResponseSchema: GenMessage<ListOutboxesResponse> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 14);
+
+/**
+ * OutboxInfo is one outbox as this node's relay last saw it.
+ *
+ * @generated from message sepp.v1.OutboxInfo
+ */
+export type OutboxInfo = Message<"sepp.v1.OutboxInfo"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * "postgres", "mysql" or "sqlite".
+   *
+   * @generated from field: string dialect = 2;
+   */
+  dialect: string;
+
+  /**
+   * @generated from field: string table = 3;
+   */
+  table: string;
+
+  /**
+   * Age of the oldest row not yet relayed, in milliseconds, at checked_at;
+   * 0 when the table was empty.
+   *
+   * @generated from field: int64 lag_ms = 4;
+   */
+  lagMs: bigint;
+
+  /**
+   * Rows this node relayed into jobs, and moved to the dead table, since it
+   * started.
+   *
+   * @generated from field: int64 relayed = 5;
+   */
+  relayed: bigint;
+
+  /**
+   * @generated from field: int64 dead = 6;
+   */
+  dead: bigint;
+
+  /**
+   * When the relay last read the table; unset before its first read.
+   *
+   * @generated from field: google.protobuf.Timestamp checked_at = 7;
+   */
+  checkedAt?: Timestamp | undefined;
+
+  /**
+   * The last pass's error (database unreachable, Sepp refusing for a
+   * while); empty when the last pass succeeded.
+   *
+   * @generated from field: string last_error = 8;
+   */
+  lastError: string;
+};
+
+/**
+ * Describes the message sepp.v1.OutboxInfo.
+ * Use `create(OutboxInfoSchema)` to create a new message.
+ */
+export const OutboxInfoSchema: GenMessage<OutboxInfo> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 15);
+
+/**
  * AdminService is the operator's API: queues, job listings and the dead letter.
  *
  * @generated from service sepp.v1.AdminService
@@ -417,6 +518,14 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ResumeQueueRequestSchema;
     output: typeof ResumeQueueResponseSchema;
+  },
+  /**
+   * @generated from rpc sepp.v1.AdminService.ListOutboxes
+   */
+  listOutboxes: {
+    methodKind: "unary";
+    input: typeof ListOutboxesRequestSchema;
+    output: typeof ListOutboxesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sepp_v1_admin, 0);
