@@ -73,4 +73,8 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
+	// Pebble's cockroachdb/errors requires the genproto of 2023, which still
+	// held googleapis/rpc: without this newer one, grpc's imports of it are
+	// ambiguous (go mod tidy drops it; keep it).
+	google.golang.org/genproto v0.0.0-20261026165753-2ffab32bce7e // indirect
 )
