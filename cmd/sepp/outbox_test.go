@@ -213,4 +213,3 @@ batch_size = 20
 	})
 	t.Logf("rows relayed by each node: %v", relayed)
 }
-
