@@ -17,9 +17,11 @@ PY=/usr/bin/python3   # Debian's packages are installed for this interpreter
 
 need=()
 # protobuf-compiler is the protoc the generated modules come from;
-# python3-protobuf their runtime.
+# python3-protobuf their runtime. python3-psycopg (the outbox writer's
+# tests), python3-fastapi and python3-uvicorn (the Idempotency-Key
+# middleware's tests) are for the tests only: the client does not import them.
 for pkg in python3 python3-httpx python3-protobuf protobuf-compiler python3-pytest python3-pytest-asyncio \
-  util-linux iproute2 openssl; do
+  python3-psycopg python3-fastapi python3-uvicorn util-linux iproute2 openssl; do
   if ! dpkg -s "$pkg" >/dev/null 2>&1; then
     need+=("$pkg")
   fi
@@ -73,5 +75,10 @@ export PYTHONDONTWRITEBYTECODE=1
 "$PY" --version
 "$PY" -c 'import httpx; print("httpx", httpx.__version__)'
 "$PY" -c 'import google.protobuf as p; from google.protobuf.internal import api_implementation as a; print("protobuf", p.__version__, a.Type())'
+"$PY" -c 'import psycopg, fastapi, uvicorn; print("psycopg", psycopg.__version__, "fastapi", fastapi.__version__, "uvicorn", uvicorn.__version__)'
+# The outbox tests use PostgreSQL at SEPP_TEST_POSTGRES_URL and fail when it
+# cannot be reached; unset, they try postgres://root@127.0.0.1:5432/test and
+# skip when nothing answers there.
+echo "ci.sh: SEPP_TEST_POSTGRES_URL=${SEPP_TEST_POSTGRES_URL:-(unset)}"
 # Not exec: the EXIT trap removes the scratch folder after the tests.
 "$PY" -m pytest -p no:cacheprovider -q tests

@@ -54,5 +54,26 @@ def test_layers() -> None:
     graph = _imports()
     assert {"client", "__init__"}.isdisjoint(graph["_batcher"]), graph["_batcher"]
     for low in ("client", "_batcher", "types", "errors", "_wire", "retry"):
-        assert {"effect", "worker"}.isdisjoint(graph[low]), (low, graph[low])
+        assert {"effect", "worker", "idempotency", "outbox"}.isdisjoint(graph[low]), (low, graph[low])
     assert "client" in graph["effect"] and "client" in graph["worker"]
+    # The outbox writer needs no client (it writes rows, not RPCs), and
+    # neither it nor the middleware is imported by the package itself.
+    assert "client" not in graph["outbox"] and "client" in graph["idempotency"]
+    assert {"idempotency", "outbox"}.isdisjoint(graph["__init__"]), graph["__init__"]
+
+
+def test_optional_dependencies_are_not_imported() -> None:
+    """``import sepp``, ``sepp.idempotency`` and ``sepp.outbox`` load no web
+    framework and no database driver."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, sepp, sepp.idempotency, sepp.outbox; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('starlette', 'fastapi', 'uvicorn', 'psycopg', 'psycopg2')]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(PACKAGE.parent)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr

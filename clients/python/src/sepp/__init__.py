@@ -25,6 +25,17 @@ The package has three parts, each depending only on those before it:
 - ``sepp.effect``: ``await effect.do(client, scope, key, fn)``, handler-side
   idempotency for external effects.
 
+Two modules are imported on their own, each for an edge of an app:
+
+- ``sepp.idempotency``: :class:`~sepp.idempotency.IdempotencyMiddleware`,
+  ASGI middleware that makes an app's own HTTP API safe to retry
+  (``Idempotency-Key``), backed by effect keys;
+- ``sepp.outbox``: ``outbox.enqueue(conn, request)``, a job written as a row
+  of the app's own PostgreSQL database inside its transaction, for Sepp to
+  relay.
+
+Neither imports a web framework or a database driver.
+
 Every error is a :class:`SeppError`, of the subclass of its reason
 (``sepp.errors``; the reasons are those of the proto enum ``sepp.v1.Reason``).
 Calls whose outcome is unknown are resent by the policy every Sepp client
