@@ -125,9 +125,7 @@ BEGIN
   RETURN NULL;
 END $$;
 
-DROP TRIGGER IF EXISTS %[3]s_notify ON %[1]s;
-
-CREATE TRIGGER %[3]s_notify AFTER INSERT ON %[1]s
+CREATE OR REPLACE TRIGGER %[3]s_notify AFTER INSERT ON %[1]s
   FOR EACH STATEMENT EXECUTE FUNCTION %[1]s_notify()`, table, dead, name)
 	case MySQL:
 		s = fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (
