@@ -66,6 +66,7 @@ import {
   type JobState,
   type KeyLookup,
   type KeyRelease,
+  type OutboxInfo,
   type QueueInfo,
   type Reservation,
   type ReserveRequest,
@@ -726,6 +727,26 @@ export class SeppClient {
       heldFollowUp: q.heldFollowUp,
       heldConcurrency: q.heldConcurrency,
       heldRate: q.heldRate,
+    }));
+  }
+
+  /**
+   * Lists the `[[outboxes]]` tables this server relays, in config order,
+   * with the lag, counts and last error of each relay (role `reader`). A
+   * server without outboxes returns none; each node of a cluster reports
+   * its own relay.
+   */
+  async listOutboxes(options: CallOptions = {}): Promise<OutboxInfo[]> {
+    const res = await this.call(options.signal, () => this.admin.listOutboxes({}, this.callOpts(options.signal)));
+    return res.outboxes.map((o) => ({
+      name: o.name,
+      dialect: o.dialect,
+      table: o.table,
+      lagMs: Number(o.lagMs),
+      relayed: o.relayed,
+      dead: o.dead,
+      checkedAt: dateOf(o.checkedAt),
+      lastError: o.lastError,
     }));
   }
 

@@ -39,6 +39,7 @@ export {
   type JobState,
   type KeyLookup,
   type KeyRelease,
+  type OutboxInfo,
   type QueueInfo,
   type Reservation,
   type ReserveRequest,

@@ -430,6 +430,35 @@ export interface QueueInfo {
   heldRate: bigint;
 }
 
+/**
+ * An `[[outboxes]]` table as the server's relay last saw it, as
+ * listOutboxes returns it. The counts are this server's since it started.
+ */
+export interface OutboxInfo {
+  /** The outbox's name from the config (`name`), as in logs and metrics. */
+  name: string;
+  /** The app database's dialect: `"postgres"`, `"mysql"` or `"sqlite"`. */
+  dialect: string;
+  /** The outbox table, as configured (optionally `schema.table`). */
+  table: string;
+  /**
+   * The age of the oldest row not yet relayed, in milliseconds, at
+   * `checkedAt`, by the app database's clock; 0 when the table was empty.
+   */
+  lagMs: number;
+  /** Rows relayed into jobs (created, or a hit on the job an earlier pass made). */
+  relayed: bigint;
+  /** Rows refused for good and moved to the dead table (`<table>_dead`). */
+  dead: bigint;
+  /** When the relay last read the table; undefined before its first read. */
+  checkedAt?: Date;
+  /**
+   * The last relay pass's error (the database unreachable, Sepp refusing for
+   * a while); empty when the last pass succeeded.
+   */
+  lastError: string;
+}
+
 /** Selects dead jobs by queue, by id, or all of them. */
 export interface DeadJobs {
   /** The dead jobs of this queue. */
