@@ -11,6 +11,7 @@ import (
 	"time"
 
 	_ "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
@@ -297,5 +298,46 @@ func TestWriterChecks(t *testing.T) {
 	}
 	if _, err := (outbox.Writer{Dialect: outbox.SQLite, Table: "x; DROP TABLE y"}).Enqueue(context.Background(), a.db, sepp.EnqueueRequest{Queue: "q", JobType: "t"}); err == nil {
 		t.Error("a table name that is not an identifier was accepted")
+	}
+}
+
+// TestEnqueuePgx: a row written through a pgx transaction is relayed like
+// one written through database/sql, headers and run-at included.
+func TestEnqueuePgx(t *testing.T) {
+	ctx := context.Background()
+	a := openApp(t, outbox.Postgres)
+	_, c := serve(t, a, "")
+	conn, err := pgx.Connect(ctx, a.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAt := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	id, err := outbox.EnqueuePgx(ctx, tx, sepp.EnqueueRequest{Queue: "mail", JobType: "receipt", Payload: []byte(`{"order":2}`),
+		Headers: map[string]string{"trace": "t-2"}, RunAt: runAt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var l *sepp.KeyLookup
+	testserver.Await(t, "the row's job", func() bool {
+		l, err = c.LookupIdempotencyKey(ctx, "mail", id)
+		return err == nil && l.Found
+	})
+	j, err := c.GetJob(ctx, l.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(j.Payload) != `{"order":2}` || j.Headers["trace"] != "t-2" || !j.RunAt.Equal(runAt) {
+		t.Errorf("job: payload %s, headers %v, run at %v (want %v)", j.Payload, j.Headers, j.RunAt, runAt)
+	}
+	if _, err := (outbox.Writer{Dialect: outbox.MySQL}).EnqueuePgx(ctx, tx, sepp.EnqueueRequest{Queue: "mail", JobType: "receipt"}); err == nil {
+		t.Error("EnqueuePgx with a MySQL writer was accepted")
 	}
 }
