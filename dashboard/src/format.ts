@@ -1,5 +1,5 @@
-// Display helpers: payloads as pretty JSON, text or hex; dates; states;
-// what holds a job back.
+// Display helpers: payloads as pretty JSON, text or hex; dates and
+// durations; states; what holds a job back.
 import type { Job } from "sepp/browser";
 
 export type Rendered = { kind: "json" | "text" | "hex" | "empty"; text: string };
@@ -34,12 +34,24 @@ export function fmtDate(d: Date | undefined): string {
   return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
 }
 
+/** Whole seconds as the pages show a span of time: 42s, 5m, 3h, 2d. */
+function span(seconds: number): string {
+  const a = Math.abs(seconds);
+  return a < 60 ? `${a}s` : a < 3600 ? `${Math.round(a / 60)}m` : a < 86400 ? `${Math.round(a / 3600)}h` : `${Math.round(a / 86400)}d`;
+}
+
 export function ago(d: Date | undefined, now = Date.now()): string {
   if (!d) return "";
   const s = Math.round((d.getTime() - now) / 1000);
-  const a = Math.abs(s);
-  const v = a < 60 ? `${a}s` : a < 3600 ? `${Math.round(a / 60)}m` : a < 86400 ? `${Math.round(a / 3600)}h` : `${Math.round(a / 86400)}d`;
+  const v = span(s);
   return s <= 0 ? `${v} ago` : `in ${v}`;
+}
+
+/** A duration in milliseconds, as `ago` shows spans; under a second in ms (0s when 0). */
+export function fmtDuration(ms: number): string {
+  if (ms <= 0) return "0s";
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  return span(Math.round(ms / 1000));
 }
 
 /** A piece of the sentence that says what holds a job back: text, or a job to link to. */

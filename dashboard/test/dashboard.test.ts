@@ -4,18 +4,22 @@
 // the TypeScript client, one in every state, and a follow-up held back on a
 // run_again queue; the test opens every page,
 // checks what it shows, requeues the dead job through the UI and checks
-// with the client that the server did it.
+// with the client that the server did it. Another server relays an outbox
+// table in PostgreSQL (SEPP_TEST_POSTGRES_URL, through psql) and one whose
+// database is down, for the Queues page's outbox cards.
 //
 // Screenshots go to a temporary directory, or to docs/dashboard-*.png with
 // SEPP_DASHBOARD_SCREENSHOTS=1 (how the committed ones were made).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { SeppClient } from "sepp";
-import { TestServer, repoDir } from "./server.js";
+import { TestServer, repoDir, seppBin } from "./server.js";
+import { PG_URL, postgresMissing, psql } from "./postgres.js";
 
 const shots = process.env["SEPP_DASHBOARD_SCREENSHOTS"] ? join(repoDir, "docs") : mkdtempSync(join(tmpdir(), "sepp-dashboard-shots-"));
 const Q = "orders";
@@ -167,6 +171,8 @@ test("/ redirects to the dashboard, whose Queues page shows the queue's counts",
   }
   // Dedup records: one per keyed job, all 7 jobs have keys.
   assert.equal(await text(page, `${card} [data-state="dedup"] dd`), "7");
+  // No [[outboxes]]: no outbox panel.
+  assert.equal(await page.locator(".outboxes, [data-outbox]").count(), 0);
   // Live: a new job shows up without a reload.
   ids["live"] = (await client.enqueue({ queue: Q, jobType: "receipt", idempotencyKey: "order-1002", payload: "{}" })).jobId;
   await until("available = 3 after an enqueue", async () => (await text(page, `${card} [data-state="available"] dd`)) === "3");
@@ -186,6 +192,77 @@ test("/ redirects to the dashboard, whose Queues page shows the queue's counts",
   assert.match(rates, /complete \d/);
   await page.screenshot({ path: join(shots, "dashboard-queues.png") });
   await page.close();
+});
+
+test("the Queues page shows each outbox: its lag, counts, when it was read and its last error", async (t) => {
+  const missing = postgresMissing();
+  if (missing) {
+    t.skip(missing);
+    return;
+  }
+  // An outbox table in a PostgreSQL schema of the test's own, with a row
+  // ten minutes old that another session holds locked from before the
+  // server starts: the relay passes it by (SKIP LOCKED), and it is the lag.
+  const schema = `dashboard_outbox_${Date.now()}_${process.pid}`;
+  const table = `${schema}.sepp_outbox`;
+  psql(`CREATE SCHEMA ${schema};\n` + execFileSync(seppBin(), ["outbox", "schema", "--dialect", "postgres", "--table", table], { encoding: "utf8" }));
+  psql(`INSERT INTO ${table} (id, queue, job_type, payload, created_at) VALUES ('held', 'mail', 'late', '\\x7b7d', clock_timestamp() - interval '10 minutes')`);
+  const holder = spawn("psql", ["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", PG_URL], { stdio: ["pipe", "ignore", "inherit"] });
+  holder.stdin.write(`BEGIN;\nSELECT id FROM ${table} WHERE id = 'held' FOR UPDATE;\n`);
+  let ob: TestServer | undefined;
+  try {
+    await until("the other session to lock the row", async () => psql(`SELECT count(*) FROM (SELECT id FROM ${table} WHERE id = 'held' FOR UPDATE SKIP LOCKED) s`) === "0");
+    // A second outbox whose database refuses connections: its error shows.
+    ob = await TestServer.start(
+      `[[queues]]\nname = "mail"\n\n` +
+        `[[outboxes]]\nname = "orders-db"\ndialect = "postgres"\nurl_env = "SEPP_DASHBOARD_TEST_OUTBOX"\ntable = "${table}"\npoll_interval_ms = 200\n\n` +
+        `[[outboxes]]\nname = "reports-db"\ndialect = "postgres"\nurl_env = "SEPP_DASHBOARD_TEST_NO_DB"\npoll_interval_ms = 200\n`,
+      { SEPP_DASHBOARD_TEST_OUTBOX: PG_URL, SEPP_DASHBOARD_TEST_NO_DB: "postgres://sepp@127.0.0.1:1/reports?sslmode=disable&connect_timeout=2" },
+    );
+    // In one transaction, so one pass relays one and moves the other (its
+    // headers are not a JSON object of strings) to the dead table.
+    psql(`BEGIN;
+INSERT INTO ${table} (id, queue, job_type, payload) VALUES ('ok-1', 'mail', 'receipt', '\\x7b7d');
+INSERT INTO ${table} (id, queue, job_type, payload, headers) VALUES ('bad-1', 'mail', 'receipt', '\\x7b7d', '["not", "an object"]');
+COMMIT;`);
+    const page = await openPage();
+    await page.goto(`${ob.addr}/ui/#/queues`);
+    const card = '[data-outbox="orders-db"]';
+    await until("orders-db relayed 1 row", async () => (await text(page, `${card} [data-field="relayed"] dd`)) === "1");
+    assert.equal(await text(page, `${card} [data-field="dead"] dd`), "1");
+    // Ten minutes (and the seconds since), as the pages show spans.
+    assert.equal(await text(page, `${card} [data-field="lag"] dd`), "10m");
+    assert.match((await page.locator(`${card} [data-field="lag"]`).getAttribute("title")) ?? "", /: 6\d{5} ms$/);
+    assert.equal(await text(page, `${card} [data-testid="outbox-dialect"]`), "postgres");
+    assert.equal(await text(page, `${card} [data-testid="outbox-table"]`), table);
+    assert.match(await text(page, `${card} [data-testid="outbox-checked"]`), /^checked \d+s ago$/);
+    assert.equal(await page.locator(`${card} [data-testid="outbox-error"]`).count(), 0);
+    assert.equal(await page.locator(`${card}.failing`).count(), 0);
+    // The unreachable one: its error, highlighted, and never read.
+    const failing = '[data-outbox="reports-db"]';
+    await until("reports-db's error", async () => (await page.locator(`${failing} [data-testid="outbox-error"]`).count()) === 1);
+    assert.match(await text(page, `${failing} [data-testid="outbox-error"]`), /127\.0\.0\.1|connect|refused/i);
+    assert.equal(await page.locator(`${failing}.failing`).count(), 1);
+    assert.equal(await text(page, `${failing} [data-testid="outbox-table"]`), "sepp_outbox");
+    assert.equal(await text(page, `${failing} [data-field="lag"] dd`), "0s");
+    assert.equal(await text(page, `${failing} [data-testid="outbox-checked"]`), "not read yet");
+    // The queue the relay filled is on the page too.
+    assert.equal(await text(page, `[data-queue="mail"] [data-state="available"] dd`), "1");
+
+    // The lock released, the row is relayed and the lag drops to 0, live.
+    holder.stdin.end("ROLLBACK;\n");
+    await until("orders-db caught up", async () => (await text(page, `${card} [data-field="lag"] dd`)) === "0s" && (await text(page, `${card} [data-field="relayed"] dd`)) === "2");
+    // At 375 px wide the outboxes fit the screen too.
+    await page.setViewportSize({ width: 375, height: 812 });
+    await page.waitForTimeout(300);
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(width <= 375, `the page is ${width} px wide`);
+    await page.close();
+  } finally {
+    if (holder.exitCode === null && holder.signalCode === null) holder.kill("SIGKILL");
+    await ob?.stop();
+    psql(`DROP SCHEMA ${schema} CASCADE`);
+  }
 });
 
 test("Jobs lists the queue's jobs by state and filters by type and key prefix", async () => {

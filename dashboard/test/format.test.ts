@@ -1,8 +1,8 @@
-// The display rules the pages use: payloads as JSON, text or hex, what holds
-// a job back, and the /metrics parser behind the rate charts.
+// The display rules the pages use: payloads as JSON, text or hex, spans of
+// time, what holds a job back, and the /metrics parser behind the rate charts.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { renderBytes, hex, holdParts } from "../src/format.js";
+import { renderBytes, hex, holdParts, ago, fmtDuration } from "../src/format.js";
 import { parseMetrics } from "../src/api.js";
 
 test("renderBytes: pretty JSON, else UTF-8 text, else hex", () => {
@@ -12,6 +12,19 @@ test("renderBytes: pretty JSON, else UTF-8 text, else hex", () => {
   assert.equal(renderBytes(new Uint8Array([0xff, 0xfe, 0x00])).kind, "hex");
   assert.equal(renderBytes(new Uint8Array(0)).kind, "empty");
   assert.equal(hex(new Uint8Array(17).fill(0xab)), "00000000  " + Array(16).fill("ab").join(" ") + "\n00000010  ab");
+});
+
+test("fmtDuration shows a duration in ms as ago shows spans, under a second in ms", () => {
+  assert.equal(fmtDuration(0), "0s");
+  assert.equal(fmtDuration(340), "340ms");
+  assert.equal(fmtDuration(1000), "1s");
+  assert.equal(fmtDuration(42_400), "42s");
+  assert.equal(fmtDuration(605_000), "10m");
+  assert.equal(fmtDuration(3 * 3600_000), "3h");
+  assert.equal(fmtDuration(2 * 86400_000), "2d");
+  const now = Date.parse("2026-01-01T00:00:00Z");
+  assert.equal(ago(new Date(now - 605_000), now), "10m ago");
+  assert.equal(ago(new Date(now + 42_000), now), "in 42s");
 });
 
 test("holdParts says what holds a job back, linking the job a follow-up waits for", () => {

@@ -13,7 +13,7 @@ export const dashboardDir = resolve(dirname(fileURLToPath(import.meta.url)), "..
 /** The repository root. */
 export const repoDir = resolve(dashboardDir, "..");
 
-function seppBin(): string {
+export function seppBin(): string {
   const env = process.env["SEPP_BIN"];
   if (env) return env;
   const out = join(mkdtempSync(join(tmpdir(), "sepp-bin-")), "sepp");

@@ -1,9 +1,9 @@
 import { useState } from "preact/hooks";
-import type { QueueInfo } from "sepp/browser";
+import type { OutboxInfo, QueueInfo } from "sepp/browser";
 import { api, fetchMetrics, type Sample, errText } from "../api";
 import { usePoll, href } from "../hooks";
 import { ErrorBox, Sparkline } from "../components";
-import { HOLDS, STATES } from "../format";
+import { HOLDS, STATES, ago, fmtDate, fmtDuration } from "../format";
 
 /**
  * Rates per queue, derived client-side between two polls (2 s apart):
@@ -75,9 +75,9 @@ export function QueuesPage() {
   const [actionError, setActionError] = useState<unknown>();
   const poll = usePoll(async () => {
     const c = await api();
-    const [queues, samples] = await Promise.all([c.listQueues(), fetchMetrics()]);
+    const [queues, outboxes, samples] = await Promise.all([c.listQueues(), c.listOutboxes(), fetchMetrics()]);
     record(queues, samples, Date.now());
-    return queues;
+    return { queues, outboxes };
   }, []);
 
   const toggle = async (q: QueueInfo) => {
@@ -95,7 +95,7 @@ export function QueuesPage() {
     }
   };
 
-  const queues = poll.data;
+  const queues = poll.data?.queues;
   return (
     <section>
       <h1>Queues</h1>
@@ -143,8 +143,57 @@ export function QueuesPage() {
           );
         })}
       </div>
+      <Outboxes outboxes={poll.data?.outboxes ?? []} />
       {poll.loading && !queues && !poll.error && <p class="muted">Loading…</p>}
       <p class="muted small">Refreshes every 2 s. Rates are per second over the last {HISTORY} polls.{poll.error ? " Last error: " + errText(poll.error) : ""}</p>
     </section>
+  );
+}
+
+/**
+ * The [[outboxes]] the server relays (ListOutboxes), a card each: its lag,
+ * the rows it relayed and moved to the dead table since the server started,
+ * when the relay last read the table, and the last pass's error. Nothing
+ * when the server has none.
+ */
+function Outboxes(props: { outboxes: OutboxInfo[] }) {
+  if (props.outboxes.length === 0) return null;
+  return (
+    <div class="outboxes">
+      <h2>Outboxes</h2>
+      <div class="cards">
+        {props.outboxes.map((o) => (
+          <article class={`card outbox${o.lastError ? " failing" : ""}`} data-outbox={o.name}>
+            <div class="card-head">
+              <h2>{o.name}</h2>
+              <span class="badge" data-testid="outbox-dialect">{o.dialect}</span>
+            </div>
+            <div class="outbox-table muted small mono" data-testid="outbox-table">{o.table}</div>
+            <dl class="counts">
+              <div class="count lag" data-field="lag" title={`Age of the oldest row not yet relayed: ${o.lagMs} ms`}>
+                <dt>lag</dt>
+                <dd>{fmtDuration(o.lagMs)}</dd>
+              </div>
+              <div class="count" data-field="relayed" title="Rows relayed into jobs since the server started">
+                <dt>relayed</dt>
+                <dd>{String(o.relayed)}</dd>
+              </div>
+              <div class="count state-dead" data-field="dead" title={`Rows refused for good, moved to ${o.table}_dead, since the server started`}>
+                <dt>dead</dt>
+                <dd>{String(o.dead)}</dd>
+              </div>
+            </dl>
+            {o.lastError && (
+              <div class="error" data-testid="outbox-error">
+                {o.lastError}
+              </div>
+            )}
+            <div class="muted small" data-testid="outbox-checked" title={fmtDate(o.checkedAt)}>
+              {o.checkedAt ? `checked ${ago(o.checkedAt)}` : "not read yet"}
+            </div>
+          </article>
+        ))}
+      </div>
+    </div>
   );
 }
