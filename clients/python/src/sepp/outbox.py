@@ -101,16 +101,16 @@ def uuid7() -> str:
 
 
 def check_table(table: str) -> None:
-    """Checks that ``table`` is a plain SQL identifier of at most 55
+    """Checks that ``table`` is a plain SQL identifier of at most 52
     characters, optionally schema-qualified (``"app.sepp_outbox"``): it is
     spliced into the statement.
 
     Raises:
         ValueError: it is not.
     """
-    if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table) or len(table) > 55:
+    if not isinstance(table, str) or not _TABLE_NAME.fullmatch(table) or len(table) > 52:
         raise ValueError(
-            f"outbox: table {table!r} must be a plain SQL identifier of at most 55 characters "
+            f"outbox: table {table!r} must be a plain SQL identifier of at most 52 characters "
             "(letters, digits, _; optionally schema.table)"
         )
 
