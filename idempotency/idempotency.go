@@ -70,6 +70,12 @@ type Options struct {
 	// Route names the request's route in its fingerprint. Zero: the URL's
 	// path.
 	Route func(*http.Request) string
+	// Timeout bounds the handler: its request's context ends after it. A
+	// handler that then returns without an answer, or with a 5xx, has its
+	// key released, and the client gets 504 (or the 5xx) and may retry; one
+	// that answers 2xx, 3xx or 4xx anyway did its work, and that answer is
+	// stored. Zero: no bound but the client's own.
+	Timeout time.Duration
 }
 
 // ReplayedHeader marks a replayed response.
@@ -196,6 +202,11 @@ func replay(w http.ResponseWriter, result []byte, fp string) {
 // runs, and stores its answer, or releases the key for a 5xx or a panic.
 func run(c *sepp.Client, o *Options, next http.Handler, w http.ResponseWriter, r *http.Request, token, fp string) {
 	ctx := context.WithoutCancel(r.Context())
+	if o.Timeout > 0 {
+		hctx, cancel := context.WithTimeout(r.Context(), o.Timeout)
+		defer cancel()
+		r = r.WithContext(hctx)
+	}
 	stop := make(chan struct{})
 	go func() {
 		t := time.NewTicker(o.Lease / 3)
@@ -221,6 +232,13 @@ func run(c *sepp.Client, o *Options, next http.Handler, w http.ResponseWriter, r
 		next.ServeHTTP(rec, r)
 	}()
 	close(stop)
+	// A handler that returned without answering after its context ended
+	// (Timeout, or the client gone) did not finish: its key is released.
+	if !rec.wrote && r.Context().Err() != nil {
+		c.ReleaseEffect(ctx, token)
+		problem(w, http.StatusGatewayTimeout, "IDEMPOTENCY_HANDLER_TIMEOUT", "the handler did not answer in time; nothing was stored under this key, so a retry runs it again")
+		return
+	}
 	if rec.status >= 500 || rec.over {
 		c.ReleaseEffect(ctx, token)
 	} else {

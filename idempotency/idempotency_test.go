@@ -234,3 +234,33 @@ func TestUnavailable(t *testing.T) {
 		t.Fatalf("Sepp down: %+v, runs %d", r, a.runs.Load())
 	}
 }
+
+// TestTimeoutReleases: a handler that gives up when its Timeout ends,
+// without answering, gets 504 and its key released, so the retry runs it;
+// one that answers anyway has its answer stored.
+func TestTimeoutReleases(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	c := connect(t, srv)
+	var runs atomic.Int32
+	slow := atomic.Bool{}
+	slow.Store(true)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		if slow.Load() {
+			<-r.Context().Done() // waits for the Timeout, then gives up
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"order":"o-9"}`)
+	})
+	app := httptest.NewServer(idempotency.Middleware(c, idempotency.Options{Scope: "api.timeout", Timeout: 50 * time.Millisecond})(h))
+	defer app.Close()
+	wantProblem(t, post(t, app.URL, "order-9", `{}`), http.StatusGatewayTimeout, "IDEMPOTENCY_HANDLER_TIMEOUT")
+	slow.Store(false)
+	if r := post(t, app.URL, "order-9", `{}`); r.status != http.StatusCreated || r.header.Get(idempotency.ReplayedHeader) != "" || runs.Load() != 2 {
+		t.Fatalf("retry after the timeout: %+v, runs %d", r, runs.Load())
+	}
+	if r := post(t, app.URL, "order-9", `{}`); r.header.Get(idempotency.ReplayedHeader) != "true" || runs.Load() != 2 {
+		t.Fatalf("then: %+v, runs %d", r, runs.Load())
+	}
+}
