@@ -7,11 +7,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
 
 	"github.com/sepp-dev/sepp"
 	"github.com/sepp-dev/sepp/internal/testserver"
@@ -212,4 +214,43 @@ batch_size = 20
 		return relayed[0]+relayed[1] >= int64(len(ids))
 	})
 	t.Logf("rows relayed by each node: %v", relayed)
+}
+
+// TestCLIOutboxList: sepp outbox list shows the relay of a SQLite outbox
+// after it relayed a row, in a table and in --json.
+func TestCLIOutboxList(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ddl, _, err := cli(t, "outbox", "schema", "--dialect", "sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ddl); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("APP_SQLITE", path)
+	srv := testserver.Start(t, testserver.Options{RealTime: true, Config: `
+[[outboxes]]
+name = "app"
+dialect = "sqlite"
+url_env = "APP_SQLITE"
+poll_interval_ms = 20
+`})
+	if out, _, err := cli(t, "outbox", "list", "--addr", srv.URL); err != nil || !strings.Contains(out, "OUTBOX") || !strings.Contains(out, "app     sqlite   sepp_outbox") {
+		t.Fatalf("outbox list before a row: %v\n%s", err, out)
+	}
+	if _, err := (outbox.Writer{Dialect: outbox.SQLite}).Enqueue(context.Background(), db, sepp.EnqueueRequest{Queue: "mail", JobType: "receipt"}); err != nil {
+		t.Fatal(err)
+	}
+	testserver.Await(t, "the row relayed", func() bool {
+		out, _, err := cli(t, "outbox", "list", "--addr", srv.URL, "--json")
+		return err == nil && strings.Contains(out, `"relayed": "1"`)
+	})
+	if _, _, err := cli(t, "outbox", "schema", "--dialect", "oracle"); err == nil {
+		t.Error("outbox schema --dialect oracle was accepted")
+	}
 }
