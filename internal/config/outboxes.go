@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -101,19 +100,10 @@ func (c *Config) validateOutboxes(v *validator) {
 		default:
 			v.bad(p+".dialect", fmt.Sprintf(`must be "postgres", "mysql" (MySQL 8, MariaDB 10.6+) or "sqlite", got %q`, o.Dialect))
 		}
-		hasEnv := o.URLEnv != "" || v.has(p+".url_env")
-		hasFile := o.URLFile != "" || v.has(p+".url_file")
-		switch {
-		case o.URL != "" || v.has(p+".url"):
+		if o.URL != "" || v.has(p+".url") {
 			v.fail(p+".url", "a connection string holds a password and is never written into the config file: put it in an environment variable and name it with url_env, or in a file and give its path in url_file")
-		case hasEnv && hasFile:
-			v.fail(p+".url_file", "cannot be set together with url_env; keep one")
-		case !hasEnv && !hasFile:
-			v.fail(p+".url_env", `missing: name where the connection string is, with url_env = "APP_DATABASE_URL" (an environment variable) or url_file = "/etc/sepp/app-db-url" (a file)`)
-		case hasEnv && (o.URLEnv == "" || strings.ContainsAny(o.URLEnv, "= \t\x00")):
-			v.bad(p+".url_env", fmt.Sprintf("must be an environment variable name, like \"APP_DATABASE_URL\", got %q", o.URLEnv))
-		case hasFile && strings.TrimSpace(o.URLFile) == "":
-			v.bad(p+".url_file", "must not be empty")
+		} else {
+			v.envOrFile(p, "url", o.URLEnv, o.URLFile, "the connection string", "APP_DATABASE_URL", "/etc/sepp/app-db-url")
 		}
 		if v.has(p+".table") || o.Table != "" {
 			if err := CheckOutboxTable(o.Table); err != nil {

@@ -295,18 +295,7 @@ func (c *Config) validateSignature(v *validator, p string, s WebhookSignature) {
 		v.bad(p+".scheme", fmt.Sprintf("must be %q, %q or %q, got %q", SignatureGitHub, SignatureStripe, SignatureHMACSHA256, s.Scheme))
 		return
 	}
-	hasEnv := s.SecretEnv != "" || v.has(p+".secret_env")
-	hasFile := s.SecretFile != "" || v.has(p+".secret_file")
-	switch {
-	case hasEnv && hasFile:
-		v.fail(p+".secret_file", "cannot be set together with secret_env; keep one")
-	case !hasEnv && !hasFile:
-		v.fail(p+".secret_env", `missing: name where the signing secret is, with secret_env = "GITHUB_WEBHOOK_SECRET" (an environment variable) or secret_file = "/etc/sepp/github-secret" (a file)`)
-	case hasEnv && (s.SecretEnv == "" || strings.ContainsAny(s.SecretEnv, "= \t\x00")):
-		v.bad(p+".secret_env", fmt.Sprintf("must be an environment variable name, like \"GITHUB_WEBHOOK_SECRET\", got %q", s.SecretEnv))
-	case hasFile && strings.TrimSpace(s.SecretFile) == "":
-		v.bad(p+".secret_file", "must not be empty")
-	}
+	v.envOrFile(p, "secret", s.SecretEnv, s.SecretFile, "the signing secret", "GITHUB_WEBHOOK_SECRET", "/etc/sepp/github-secret")
 	if s.Scheme == SignatureHMACSHA256 {
 		switch {
 		case s.Header == "" && !v.has(p+".header"):
@@ -327,5 +316,24 @@ func (c *Config) validateSignature(v *validator, p string, s WebhookSignature) {
 		}
 	} else if v.has(p+".timestamp_tolerance_ms") || s.ToleranceMs != 0 {
 		v.fail(p+".timestamp_tolerance_ms", fmt.Sprintf("is only used with scheme = %q, whose signature carries a timestamp", SignatureStripe))
+	}
+}
+
+// envOrFile checks a pair of keys NAME_env and NAME_file under p, of which
+// exactly one must name where a secret is: an environment variable or a
+// file.
+func (v *validator) envOrFile(p, name, env, file, what, exampleEnv, exampleFile string) {
+	envKey, fileKey := p+"."+name+"_env", p+"."+name+"_file"
+	hasEnv := env != "" || v.has(envKey)
+	hasFile := file != "" || v.has(fileKey)
+	switch {
+	case hasEnv && hasFile:
+		v.fail(fileKey, "cannot be set together with "+name+"_env; keep one")
+	case !hasEnv && !hasFile:
+		v.fail(envKey, fmt.Sprintf(`missing: name where %s is, with %s_env = %q (an environment variable) or %s_file = %q (a file)`, what, name, exampleEnv, name, exampleFile))
+	case hasEnv && (env == "" || strings.ContainsAny(env, "= \t\x00")):
+		v.bad(envKey, fmt.Sprintf("must be an environment variable name, like %q, got %q", exampleEnv, env))
+	case hasFile && strings.TrimSpace(file) == "":
+		v.bad(fileKey, "must not be empty")
 	}
 }

@@ -5,6 +5,7 @@ package outboxsql
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sepp-dev/sepp/internal/config"
@@ -77,6 +78,19 @@ func Channel(table string) string {
 // the relay reads them.
 const Columns = "id, queue, job_type, payload, idempotency_key, headers, priority, max_attempts, run_at, created_at"
 
+// types are a dialect's column types, the default of the time columns
+// (the database's clock, in UTC), and what follows a CREATE TABLE.
+type types struct{ id, name, reason, bytes, json, integer, time, now, extra string }
+
+var dialectTypes = map[Dialect]types{
+	Postgres: {id: "TEXT", name: "TEXT", reason: "TEXT", bytes: "BYTEA", json: "JSONB", integer: "INTEGER",
+		time: "TIMESTAMPTZ", now: "clock_timestamp()"},
+	MySQL: {id: "VARCHAR(255)", name: "VARCHAR(255)", reason: "VARCHAR(64)", bytes: "LONGBLOB", json: "TEXT", integer: "INT",
+		time: "DATETIME(6)", now: "(UTC_TIMESTAMP(6))", extra: " DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin"},
+	SQLite: {id: "TEXT", name: "TEXT", reason: "TEXT", bytes: "BLOB", json: "TEXT", integer: "INTEGER",
+		time: "TEXT", now: "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"},
+}
+
 // Schema is the DDL of table (and its dead table, and on PostgreSQL the
 // trigger that wakes the relay) in dialect d. Every statement is safe to
 // run again; statements are separated by ";\n\n".
@@ -84,114 +98,44 @@ func Schema(d Dialect, table string) (string, error) {
 	if err := CheckTable(table); err != nil {
 		return "", err
 	}
-	dead, name := DeadTable(table), Channel(table)
-	var s string
-	switch d {
-	case Postgres:
-		s = fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (
-  id              TEXT PRIMARY KEY,
-  queue           TEXT NOT NULL,
-  job_type        TEXT NOT NULL,
-  payload         BYTEA NOT NULL,
-  idempotency_key TEXT,
-  headers         JSONB,
-  priority        INTEGER NOT NULL DEFAULT 0,
-  max_attempts    INTEGER NOT NULL DEFAULT 0,
-  run_at          TIMESTAMPTZ,
-  created_at      TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
-);
-
-CREATE INDEX IF NOT EXISTS %[3]s_created_at ON %[1]s (created_at, id);
-
-CREATE TABLE IF NOT EXISTS %[2]s (
-  id              TEXT PRIMARY KEY,
-  queue           TEXT NOT NULL,
-  job_type        TEXT NOT NULL,
-  payload         BYTEA NOT NULL,
-  idempotency_key TEXT,
-  headers         JSONB,
-  priority        INTEGER NOT NULL DEFAULT 0,
-  max_attempts    INTEGER NOT NULL DEFAULT 0,
-  run_at          TIMESTAMPTZ,
-  created_at      TIMESTAMPTZ NOT NULL,
-  reason          TEXT NOT NULL,
-  message         TEXT NOT NULL,
-  dead_at         TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
-);
-
-CREATE OR REPLACE FUNCTION %[1]s_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM pg_notify('%[3]s', '');
-  RETURN NULL;
-END $$;
-
-CREATE OR REPLACE TRIGGER %[3]s_notify AFTER INSERT ON %[1]s
-  FOR EACH STATEMENT EXECUTE FUNCTION %[1]s_notify()`, table, dead, name)
-	case MySQL:
-		s = fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (
-  id              VARCHAR(255) NOT NULL PRIMARY KEY,
-  queue           VARCHAR(255) NOT NULL,
-  job_type        VARCHAR(255) NOT NULL,
-  payload         LONGBLOB NOT NULL,
-  idempotency_key TEXT NULL,
-  headers         TEXT NULL,
-  priority        INT NOT NULL DEFAULT 0,
-  max_attempts    INT NOT NULL DEFAULT 0,
-  run_at          DATETIME(6) NULL,
-  created_at      DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
-  KEY %[3]s_created_at (created_at, id)
-) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
-
-CREATE TABLE IF NOT EXISTS %[2]s (
-  id              VARCHAR(255) NOT NULL PRIMARY KEY,
-  queue           VARCHAR(255) NOT NULL,
-  job_type        VARCHAR(255) NOT NULL,
-  payload         LONGBLOB NOT NULL,
-  idempotency_key TEXT NULL,
-  headers         TEXT NULL,
-  priority        INT NOT NULL DEFAULT 0,
-  max_attempts    INT NOT NULL DEFAULT 0,
-  run_at          DATETIME(6) NULL,
-  created_at      DATETIME(6) NOT NULL,
-  reason          VARCHAR(64) NOT NULL,
-  message         TEXT NOT NULL,
-  dead_at         DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
-) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`, table, dead, name)
-	case SQLite:
-		s = fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (
-  id              TEXT NOT NULL PRIMARY KEY,
-  queue           TEXT NOT NULL,
-  job_type        TEXT NOT NULL,
-  payload         BLOB NOT NULL,
-  idempotency_key TEXT,
-  headers         TEXT,
-  priority        INTEGER NOT NULL DEFAULT 0,
-  max_attempts    INTEGER NOT NULL DEFAULT 0,
-  run_at          TEXT,
-  created_at      TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'))
-);
-
-CREATE INDEX IF NOT EXISTS %[3]s_created_at ON %[1]s (created_at, id);
-
-CREATE TABLE IF NOT EXISTS %[2]s (
-  id              TEXT NOT NULL PRIMARY KEY,
-  queue           TEXT NOT NULL,
-  job_type        TEXT NOT NULL,
-  payload         BLOB NOT NULL,
-  idempotency_key TEXT,
-  headers         TEXT,
-  priority        INTEGER NOT NULL DEFAULT 0,
-  max_attempts    INTEGER NOT NULL DEFAULT 0,
-  run_at          TEXT,
-  created_at      TEXT NOT NULL,
-  reason          TEXT NOT NULL,
-  message         TEXT NOT NULL,
-  dead_at         TEXT NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'))
-)`, table, dead, name)
-	default:
+	ty, ok := dialectTypes[d]
+	if !ok {
 		return "", fmt.Errorf("unknown dialect %v", d)
 	}
-	return s, nil
+	dead, name := DeadTable(table), Channel(table)
+	// The row's columns, which the dead table repeats before its own.
+	row := func(createdDefault string) string {
+		return fmt.Sprintf(`  id              %[1]s NOT NULL PRIMARY KEY,
+  queue           %[2]s NOT NULL,
+  job_type        %[2]s NOT NULL,
+  payload         %[3]s NOT NULL,
+  idempotency_key TEXT,
+  headers         %[4]s,
+  priority        %[5]s NOT NULL DEFAULT 0,
+  max_attempts    %[5]s NOT NULL DEFAULT 0,
+  run_at          %[6]s,
+  created_at      %[6]s NOT NULL%[7]s`, ty.id, ty.name, ty.bytes, ty.json, ty.integer, ty.time, createdDefault)
+	}
+	index := fmt.Sprintf("CREATE INDEX IF NOT EXISTS %[2]s_created_at ON %[1]s (created_at, id)", table, name)
+	indexInTable := ""
+	if d == MySQL { // MySQL has no CREATE INDEX IF NOT EXISTS
+		index, indexInTable = "", fmt.Sprintf(",\n  KEY %s_created_at (created_at, id)", name)
+	}
+	stmts := []string{
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n%s%s\n)%s", table, row(" DEFAULT "+ty.now), indexInTable, ty.extra),
+		index,
+		fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n%s,\n  reason          %s NOT NULL,\n  message         TEXT NOT NULL,\n  dead_at         %s NOT NULL DEFAULT %s\n)%s",
+			dead, row(""), ty.reason, ty.time, ty.now, ty.extra),
+	}
+	if d == Postgres {
+		stmts = append(stmts, fmt.Sprintf(`CREATE OR REPLACE FUNCTION %[1]s_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('%[2]s', '');
+  RETURN NULL;
+END $$`, table, name), fmt.Sprintf(`CREATE OR REPLACE TRIGGER %[2]s_notify AFTER INSERT ON %[1]s
+  FOR EACH STATEMENT EXECUTE FUNCTION %[1]s_notify()`, table, name))
+	}
+	return strings.Join(slices.DeleteFunc(stmts, func(s string) bool { return s == "" }), ";\n\n"), nil
 }
 
 // Statements splits a Schema into its statements, for drivers that run one
