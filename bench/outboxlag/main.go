@@ -41,8 +41,9 @@ func main() {
 	rate := flag.Int("rate", 200, "rows committed per second")
 	dialects := flag.String("dialects", "postgres", "app databases: postgres, mysql (comma-separated)")
 	poll := flag.Duration("poll", 100*time.Millisecond, "poll_interval_ms of the outboxes (PostgreSQL's NOTIFY wakes it sooner)")
+	backlog := flag.Int("backlog", 0, "then a backlog: this many rows committed in transactions of 1000 as fast as they go, timed until relayed, beside as many jobs sent by EnqueueBatch in batches of 100")
 	flag.Parse()
-	if err := run(*bin, *rows, *rate, strings.Split(*dialects, ","), *poll); err != nil {
+	if err := run(*bin, *rows, *rate, strings.Split(*dialects, ","), *poll, *backlog); err != nil {
 		fmt.Fprintln(os.Stderr, "outboxlag:", err)
 		os.Exit(1)
 	}
@@ -119,7 +120,7 @@ func open(d outbox.Dialect, bin string) (*appDB, error) {
 	return a, nil
 }
 
-func run(bin string, rows, rate int, dialects []string, poll time.Duration) error {
+func run(bin string, rows, rate int, dialects []string, poll time.Duration, backlog int) error {
 	dir, err := os.MkdirTemp("", "sepp-outboxlag-")
 	if err != nil {
 		return err
@@ -209,7 +210,80 @@ func run(bin string, rows, rate int, dialects []string, poll time.Duration) erro
 		return err
 	}
 	fmt.Printf("direct Enqueue after the commit, the call's latency:          %s\n", quantiles(direct))
+	if backlog == 0 {
+		return nil
+	}
+	for _, a := range apps {
+		d, err := drain(ctx, a, backlog)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("backlog %s: %d rows committed and relayed in %v: %.0f rows/s\n", a.dialect, backlog, d.Round(time.Millisecond), float64(backlog)/d.Seconds())
+	}
+	d, err := direct100(ctx, c, backlog)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("comparison: %d keyed jobs by EnqueueBatch, 100 a call: %v: %.0f jobs/s\n", backlog, d.Round(time.Millisecond), float64(backlog)/d.Seconds())
 	return nil
+}
+
+// drain commits n rows in transactions of 1000 and returns the time from
+// the first commit's start until the table is empty.
+func drain(ctx context.Context, a *appDB, n int) (time.Duration, error) {
+	w := outbox.Writer{Dialect: a.dialect}
+	start := time.Now()
+	for done := 0; done < n; {
+		tx, err := a.db.BeginTx(ctx, nil)
+		if err != nil {
+			return 0, err
+		}
+		for range min(1000, n-done) {
+			if _, err := w.Enqueue(ctx, tx, sepp.EnqueueRequest{Queue: "lag", JobType: "bench", Payload: []byte(`{"backlog":true}`)}); err != nil {
+				tx.Rollback()
+				return 0, err
+			}
+			done++
+		}
+		if err := tx.Commit(); err != nil {
+			return 0, err
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		var left int
+		if err := a.db.QueryRowContext(ctx, "SELECT count(*) FROM sepp_outbox").Scan(&left); err != nil {
+			return 0, err
+		}
+		if left == 0 {
+			return time.Since(start), nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%d rows of %v left after 5 minutes", left, a.dialect)
+		}
+	}
+}
+
+// direct100 sends n keyed jobs in EnqueueBatch calls of 100, one after the
+// other, as the relay does with its default batch_size.
+func direct100(ctx context.Context, c *sepp.Client, n int) (time.Duration, error) {
+	start := time.Now()
+	for done := 0; done < n; {
+		var reqs []sepp.EnqueueRequest
+		for range min(100, n-done) {
+			reqs = append(reqs, sepp.EnqueueRequest{Queue: "lag", JobType: "bench", Payload: []byte(`{"backlog":true}`), IdempotencyKey: sepp.Key(fmt.Sprintf("batch-%d", done))})
+			done++
+		}
+		res, err := c.EnqueueBatch(ctx, reqs, sepp.BatchOptions{})
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return 0, r.Err
+			}
+		}
+	}
+	return time.Since(start), nil
 }
 
 // measure commits rows outbox rows to a at rate and returns each one's lag.

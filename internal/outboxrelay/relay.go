@@ -185,7 +185,15 @@ type row struct {
 // moves them to the dead table) in one transaction. It returns how many
 // rows it claimed, and retry when Sepp refused some for a while (they stay).
 func (r *Relay) pass(ctx context.Context) (n int, retry bool, err error) {
-	tx, err := r.db.BeginTx(ctx, nil)
+	var opts *sql.TxOptions
+	if r.cfg.Dialect == outboxsql.MySQL {
+		// InnoDB's default, REPEATABLE READ, locks the gaps of the
+		// created_at index the claim walks, and the app's inserts into
+		// them then deadlock with the relay; READ COMMITTED locks only
+		// the rows claimed.
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	tx, err := r.db.BeginTx(ctx, opts)
 	if err != nil {
 		return 0, false, fmt.Errorf("begin: %w", err)
 	}
