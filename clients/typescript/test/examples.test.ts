@@ -1,5 +1,6 @@
 // Every example in examples/ runs against a real server and prints what its
-// comments promise (the seed example and the lab have their own tests).
+// comments promise (the seed example and the lab have their own tests, and
+// outbox.mjs runs in outbox.test.ts, against PostgreSQL).
 import { test, after, before } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -49,4 +50,30 @@ test("examples/worker.mjs", async () => {
 
 test("examples/effect.mjs", async () => {
   assert.match(await example("effect"), /^two jobs, receipts em_1 and em_1, mails sent=1$/m);
+});
+
+// The Idempotency-Key examples (docs/http-idempotency.md) serve on a port the
+// OS picks (PORT=0) and print what their client got.
+async function served(name: string): Promise<string> {
+  const { stdout } = await run(process.execPath, [`examples/${name}.mjs`, server.addr], {
+    cwd: packageDir,
+    env: { ...process.env, PORT: "0" },
+  });
+  return stdout;
+}
+
+test("examples/http-idempotency-express.mjs", async () => {
+  const out = await served("http-idempotency-express");
+  assert.match(out, /^first: 201 \{"id":1,"sku":"a-1"\} replayed=null$/m);
+  assert.match(out, /^retry: 201 \{"id":1,"sku":"a-1"\} replayed=true$/m);
+  assert.match(out, /^no key: 400 IDEMPOTENCY_KEY_REQUIRED$/m);
+  assert.match(out, /^orders created: 1$/m);
+});
+
+test("examples/http-idempotency-fetch.mjs", async () => {
+  const out = await served("http-idempotency-fetch");
+  assert.match(out, /^first: 201 \{"id":1,"sku":"a-1"\} replayed=null$/m);
+  assert.match(out, /^retry: 201 \{"id":1,"sku":"a-1"\} replayed=true$/m);
+  assert.match(out, /^same key, another order: 422 IDEMPOTENCY_KEY_REUSED$/m);
+  assert.match(out, /^orders created: 1$/m);
 });

@@ -51,7 +51,7 @@ test("the batcher reaches no client; the client reaches no effect or worker modu
   const batcher = reach(graph, "batcher.ts");
   for (const m of ["client.ts", "effect.ts", "worker.ts"]) assert.ok(!batcher.has(m), `batcher.ts reaches ${m}`);
   const client = reach(graph, "client.ts");
-  for (const m of ["effect.ts", "worker.ts"]) assert.ok(!client.has(m), `client.ts reaches ${m}`);
+  for (const m of ["effect.ts", "worker.ts", "idempotency.ts", "outbox.ts"]) assert.ok(!client.has(m), `client.ts reaches ${m}`);
   assert.ok(reach(graph, "effect.ts").has("client.ts"), "effect.ts depends on the client");
   assert.ok(reach(graph, "worker.ts").has("client.ts"), "worker.ts depends on the client");
 });
