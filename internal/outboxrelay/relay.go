@@ -109,7 +109,13 @@ func (r *Relay) Wake() {
 func (r *Relay) Run(ctx context.Context) {
 	defer r.db.Close()
 	if r.cfg.Dialect == outboxsql.Postgres {
-		go r.listen(ctx)
+		lctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.listen(lctx)
+		}()
+		defer func() { cancel(); <-done }() // the LISTEN connection is closed when Run returns
 	}
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
