@@ -349,6 +349,9 @@ func (s *Store) openAck(hole string) (string, error) {
 		damaged = fmt.Sprintf("the acknowledgement mark %s is missing although the database holds %d commits: whether the write-ahead log lost acknowledged writes cannot be told", AckMarkFile, count.commits)
 	}
 	s.acked = count
+	// The commits the database replayed are on disk: a group that writes
+	// nothing is answered at once, not when this process first commits.
+	s.synced.Store(count.commits)
 	if err := m.write(count); err != nil {
 		m.close()
 		return "", fmt.Errorf("pebble: write the acknowledgement mark in %s: %w", s.opts.Path, err)
