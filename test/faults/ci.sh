@@ -24,7 +24,7 @@ if [[ ${SEPP_CI_FULL:-0} == 1 ]]; then
   settle="${SEPP_FAULTS_SETTLE:-90s}"
 else
   # Long enough for the nemesis to deal every kind of fault once (a fault
-  # every 3 s; seven kinds on PostgreSQL); the short settle leaves jobs
+  # every 3 s; eight kinds on PostgreSQL); the short settle leaves jobs
   # undelivered, which the report counts as warnings, not violations.
   duration="${SEPP_FAULTS_DURATION:-40s}"
   settle="${SEPP_FAULTS_SETTLE:-15s}"

@@ -22,7 +22,9 @@ import (
 //
 // The clients run in the host namespace and reach node i at
 // 10.231.<i>.2:50051. PostgreSQL listens on the host's loopback only, so
-// each node reaches it through a forwarder the driver runs on 10.231.<i>.1:5432.
+// each node reaches it (the store's database on the PostgreSQL backend, the
+// outbox's app database on both) through a forwarder the driver runs on
+// 10.231.<i>.1:5432.
 // Faults that cut or thin the network are nftables tables inside the node's
 // namespace (nemesis.go); kills and pauses are signals to its process.
 type cluster struct {
@@ -59,6 +61,10 @@ type node struct {
 }
 
 const nodePort = 50051
+
+// appDBEnv is the environment variable that holds a node's URL of the
+// outbox's app database (the url_env of its [[outboxes]] entry).
+const appDBEnv = "SEPP_FAULTS_APP_DB"
 
 // netPrefix names every namespace and link the driver makes, so a run can
 // clear what an earlier, interrupted run left.
@@ -153,7 +159,8 @@ func (c *cluster) setupNode(n *node) error {
 			return fmt.Errorf("tmpfs for node %d's data: %w", n.i, err)
 		}
 		n.dataDir = filepath.Join(n.mount, "data")
-	} else {
+	}
+	if c.opts.backend == backendPostgres || c.opts.outbox {
 		ln, err := net.Listen("tcp", net.JoinHostPort(n.hostIP, "5432"))
 		if err != nil {
 			return fmt.Errorf("PostgreSQL forwarder for node %d: %w", n.i, err)
@@ -204,6 +211,10 @@ func (c *cluster) nodeConfig(n *node) string {
 	// holds every job; the sweep runs often, to release expired leases
 	// and expire dedup records while faults go on.
 	b.WriteString("sweep_interval_ms = 1000\ncompleted_retention_ms = 86400000\ndead_retention_ms = 86400000\n\n")
+	if c.opts.outbox {
+		// Every node relays the one outbox table of the app database.
+		fmt.Fprintf(&b, "[[outboxes]]\nname = \"app\"\ndialect = \"postgres\"\nurl_env = %q\n\n", appDBEnv)
+	}
 	for _, q := range campaignQueues {
 		fmt.Fprintf(&b, "[[queues]]\nname = %q\nlease_ms = %d\nmax_attempts = 50\nbackoff_initial_ms = 100\nbackoff_max_ms = 1000\n", q.Queue, leaseMS)
 		if q.DedupWindowMS > 0 {
@@ -268,6 +279,9 @@ func (c *cluster) supervise(ctx context.Context, n *node) {
 		}
 		cmd := exec.Command("ip", "netns", "exec", n.ns, c.opts.sepp, "serve", "--config", n.cfgPath, "--log-format", "json")
 		cmd.Env = append(os.Environ(), "SEPP_FAULT_CLOCK_FILE="+n.clock)
+		if c.opts.outbox {
+			cmd.Env = append(cmd.Env, appDBEnv+"="+c.opts.nodeAppURL(n.hostIP))
+		}
 		if c.opts.broken != "" {
 			cmd.Env = append(cmd.Env, "SEPP_FAULT_BROKEN="+c.opts.broken)
 		}

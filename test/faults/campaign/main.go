@@ -1,15 +1,18 @@
 // Command campaign runs a fault campaign against real Sepp nodes: client
 // processes run keyed enqueues with retries, batches (atomic and not) and
 // effect-guarded handlers while a nemesis kills, pauses, partitions and
-// otherwise hurts the nodes and their database; every operation and its
-// outcome goes to a history (package history), the store is read back once
-// the run has settled, and the checker judges the whole history.
+// otherwise hurts the nodes and their database; producers also write outbox
+// rows in transactions of an app database on the same PostgreSQL, which
+// every node relays; every operation and its outcome goes to a history
+// (package history), the store and the outbox table are read back once the
+// run has settled, and the checker judges the whole history.
 //
 //	go run ./test/faults/campaign -backend embedded -duration 3m -seed 1 -out /tmp/faults
 //	go run ./test/faults/campaign -backend postgres -nodes 3 -duration 30m -out /tmp/faults-pg
 //
-// It needs root (network namespaces, nftables, tmpfs mounts) and, for the
-// PostgreSQL backend, a database server it may restart. The nodes run a
+// It needs root (network namespaces, nftables, tmpfs mounts) and a
+// PostgreSQL server (the app database of the outbox on both backends, and
+// the store on the PostgreSQL backend, which restarts it). The nodes run a
 // build of `sepp` with the test-only fault hooks (go build -tags seppfaults),
 // which it builds unless -sepp names one. It exits 0 when the checker finds
 // no violation, 1 when it finds any, and 2 when the campaign could not run.
@@ -19,6 +22,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -37,7 +41,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx", for the outbox writer
 
+	"github.com/sepp-dev/sepp/outbox"
 	"github.com/sepp-dev/sepp/test/faults/history"
 )
 
@@ -64,6 +70,8 @@ type options struct {
 	pgHostPort string
 	pgDB       string
 	pgRestart  string
+	outbox     bool   // write outbox rows into the app database, relayed by every node
+	appDB      string // the app database on the PostgreSQL server (dropped and created afresh)
 }
 
 // nodeDBURL is the campaign database's URL as node reaches it: through
@@ -74,6 +82,29 @@ func (o *options) nodeDBURL(hostIP string) string {
 	u.Path = "/" + o.pgDB
 	return u.String()
 }
+
+// appURL is the app database's URL as the campaign's producers reach it
+// (the server's own address), and nodeAppURL as node reaches it: through
+// the forwarder on its veth's host end, so a node cut from PostgreSQL is
+// cut from the app database too.
+func (o *options) appURL() string {
+	u, _ := url.Parse(o.pgURL)
+	u.Path = "/" + o.appDB
+	return u.String()
+}
+
+func (o *options) nodeAppURL(hostIP string) string {
+	u, _ := url.Parse(o.appURL())
+	u.Host = hostIP + ":5432"
+	q := u.Query()
+	q.Set("application_name", relayAppName) // the relays' sessions, which relay-abort ends
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// relayAppName is the application_name of the relays' app-database
+// sessions.
+const relayAppName = "sepp-relay"
 
 func main() {
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
@@ -120,6 +151,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.pgURL, "postgres-url", envOr("SEPP_TEST_POSTGRES_URL", "postgres://root@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL to create the campaign database on")
 	fs.StringVar(&o.pgDB, "postgres-db", "sepp_faults", "the campaign database (dropped and created afresh)")
 	fs.StringVar(&o.pgRestart, "postgres-restart", "", "shell command that restarts PostgreSQL (default: pg_ctlcluster of the one cluster in /etc/postgresql)")
+	fs.BoolVar(&o.outbox, "outbox", true, "write outbox rows in transactions of an app database on -postgres-url, relayed by every node ([[outboxes]])")
+	fs.StringVar(&o.appDB, "app-db", "sepp_faults_app", "the outbox's app database (dropped and created afresh)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -162,7 +195,19 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 			return nil, err
 		}
 	}
-	if o.backend == backendPostgres {
+	if !o.outbox {
+		// Without an outbox there are no relays to abort.
+		kept := o.faults[:0]
+		for _, f := range o.faults {
+			if f != faultRelayAbort {
+				kept = append(kept, f)
+			} else if *faults != "all" && *faults != "" {
+				return nil, fmt.Errorf("fault %q ends the outbox relays' sessions, and -outbox=false runs none", f)
+			}
+		}
+		o.faults = kept
+	}
+	if o.backend == backendPostgres || o.outbox {
 		u, err := url.Parse(o.pgURL)
 		if err != nil || u.Host == "" {
 			return nil, fmt.Errorf("-postgres-url %q: not a postgres:// URL", o.pgURL)
@@ -171,6 +216,11 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 		if !strings.Contains(o.pgHostPort, ":") {
 			o.pgHostPort += ":5432"
 		}
+	}
+	if o.outbox && (o.appDB == "" || (o.backend == backendPostgres && o.appDB == o.pgDB)) {
+		return nil, fmt.Errorf("-app-db %q: want a database of its own, not the store's", o.appDB)
+	}
+	if o.backend == backendPostgres {
 		if o.pgRestart == "" {
 			vers, _ := filepath.Glob("/etc/postgresql/*")
 			if len(vers) != 1 {
@@ -220,9 +270,16 @@ func campaign(parent context.Context, o *options, stdout io.Writer) (history.Rep
 		return rep, err
 	}
 	if o.backend == backendPostgres {
-		if err := freshDatabase(o); err != nil {
+		if err := freshDatabase(o.pgURL, o.pgDB); err != nil {
 			return rep, err
 		}
+	}
+	var app *sql.DB
+	if o.outbox {
+		if app, err = freshAppDatabase(o); err != nil {
+			return rep, err
+		}
+		defer app.Close()
 	}
 	cl, err := newCluster(o, logw)
 	if err != nil {
@@ -254,7 +311,7 @@ func campaign(parent context.Context, o *options, stdout io.Writer) (history.Rep
 	clients := make([]*client, o.clients)
 	for i := range clients {
 		c := &client{id: i + 1, rng: rand.New(rand.NewPCG(o.seed, uint64(i+1))), w: hw, home: i, ops: ops, seen: seen, think: o.think,
-			keys: max(500, int(o.duration.Seconds())*20)}
+			keys: max(500, int(o.duration.Seconds())*20), app: app}
 		for _, n := range cl.nodes {
 			nc, err := dial(n.addr)
 			if err != nil {
@@ -324,11 +381,16 @@ wait:
 	if err := waitServing(ctx, clients[0], 60*time.Second); err != nil {
 		return rep, fmt.Errorf("after healing, a node does not serve (see %s/node*/sepp.log): %w", o.out, err)
 	}
+	// Settled: the relays have drained the outbox table, and the workers
+	// the queues (the relays' jobs among them).
 	settleUntil := time.Now().Add(o.settle)
 	for time.Now().Before(settleUntil) && ctx.Err() == nil {
-		left, err := unsettled(ctx, clients[0].nodes[0])
-		if err == nil && left == 0 {
-			break
+		rows, err := outboxLeft(ctx, app)
+		if err == nil && rows == 0 {
+			left, err := unsettled(ctx, clients[0].nodes[0])
+			if err == nil && left == 0 {
+				break
+			}
 		}
 		time.Sleep(time.Second)
 	}
@@ -344,6 +406,11 @@ wait:
 	st, err := readState(rctx, clients[0].nodes[0], seen)
 	if err != nil {
 		return rep, fmt.Errorf("reading the final state: %w", err)
+	}
+	if app != nil {
+		if st.Outbox, err = readOutbox(rctx, app); err != nil {
+			return rep, fmt.Errorf("reading the outbox table back: %w", err)
+		}
 	}
 	if err := hw.WriteState(st); err != nil {
 		return rep, err
@@ -419,21 +486,49 @@ func waitServing(ctx context.Context, c *client, limit time.Duration) error {
 	return nil
 }
 
-// freshDatabase drops and creates the campaign database.
-func freshDatabase(o *options) error {
+// freshDatabase drops and creates the database db on the server of
+// adminURL.
+func freshDatabase(adminURL, db string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, o.pgURL)
+	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", o.pgURL, err)
+		return fmt.Errorf("connect to %s: %w", adminURL, err)
 	}
 	defer conn.Close(ctx)
-	name := pgx.Identifier{o.pgDB}.Sanitize()
+	name := pgx.Identifier{db}.Sanitize()
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
 		return err
 	}
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+name)
 	return err
+}
+
+// freshAppDatabase drops and creates the outbox's app database, creates
+// the outbox table in it with the DDL `sepp outbox schema --dialect
+// postgres` prints, and opens it for the producers.
+func freshAppDatabase(o *options) (*sql.DB, error) {
+	if err := freshDatabase(o.pgURL, o.appDB); err != nil {
+		return nil, fmt.Errorf("the outbox's app database: %w", err)
+	}
+	schema, err := outbox.Schema(outbox.Postgres, outbox.DefaultTable)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("pgx", o.appURL())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(2 * o.clients)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, stmt := range outbox.Statements(schema) {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("the outbox schema in %s: %w", o.appDB, err)
+		}
+	}
+	return db, nil
 }
 
 // summarize is the campaign's summary: what ran, the faults by kind, what

@@ -13,8 +13,8 @@ func TestParseFaults(t *testing.T) {
 	for _, tc := range []struct {
 		in, backend, want, err string
 	}{
-		{"all", backendEmbedded, "kill,pause,partition-client,loss,disk-full,log-delete", ""},
-		{"", backendPostgres, "kill,pause,partition-client,loss,partition-db,pg-restart,clock-skew", ""},
+		{"all", backendEmbedded, "kill,pause,partition-client,loss,disk-full,log-delete,relay-abort", ""},
+		{"", backendPostgres, "kill,pause,partition-client,loss,partition-db,pg-restart,clock-skew,relay-abort", ""},
 		{"kill, pause", backendPostgres, "kill,pause", ""},
 		{"pg-restart", backendEmbedded, "", "does not apply to the embedded backend"},
 		{"disk-full", backendPostgres, "", "does not apply to the postgres backend"},
@@ -40,6 +40,8 @@ func TestOptionsRefused(t *testing.T) {
 		{"-out", "x", "-nodes", "3"},        // the embedded store has one node
 		{"-out", "x", "-clients", "1"},      // a producer and a worker at least
 		{"-out", "x", "-broken", "fsync-lies"},
+		{"-out", "x", "-outbox=false", "-faults", "kill,relay-abort"},                                // no relays to abort
+		{"-out", "x", "-backend", "postgres", "-postgres-restart", "true", "-app-db", "sepp_faults"}, // the store's database
 	} {
 		if _, err := parseOptions(args, io.Discard); err == nil {
 			t.Errorf("parseOptions(%q) accepted", args)
@@ -58,6 +60,11 @@ func TestNodeConfig(t *testing.T) {
 		c := &cluster{opts: o}
 		n := &node{i: 0, addr: "10.231.1.2:50051", hostIP: "10.231.1.1", dataDir: "/data"}
 		var cfg struct {
+			Outboxes []struct {
+				Name    string `toml:"name"`
+				Dialect string `toml:"dialect"`
+				URLEnv  string `toml:"url_env"`
+			} `toml:"outboxes"`
 			Storage struct {
 				Backend string `toml:"backend"`
 				URL     string `toml:"url"`
@@ -92,6 +99,14 @@ func TestNodeConfig(t *testing.T) {
 		if backend == backendPostgres && !strings.Contains(cfg.Storage.URL, "@10.231.1.1:5432/sepp_faults") {
 			t.Fatalf("node's database URL %q does not go through its forwarder", cfg.Storage.URL)
 		}
+		// Every node relays the app database's outbox, reached through its
+		// forwarder as the store's database is.
+		if len(cfg.Outboxes) != 1 || cfg.Outboxes[0].Dialect != "postgres" || cfg.Outboxes[0].URLEnv != appDBEnv {
+			t.Fatalf("%s: outboxes %+v", backend, cfg.Outboxes)
+		}
+		if u := o.nodeAppURL(n.hostIP); !strings.Contains(u, "@10.231.1.1:5432/sepp_faults_app") {
+			t.Fatalf("node's app database URL %q does not go through its forwarder", u)
+		}
 		for i, q := range cfg.Queues {
 			p := campaignQueues[i]
 			if q.Name != p.Queue || q.DedupWindowMs != p.DedupWindowMS || q.OnDuplicate != p.OnDuplicate ||
@@ -109,6 +124,18 @@ func TestNodeConfig(t *testing.T) {
 				t.Errorf("queue %s: rate %+v, policy %+v", p.Queue, r, p)
 			}
 		}
+	}
+}
+
+// TestNoOutboxNoRelayAbort: without the outbox, every kind but
+// relay-abort.
+func TestNoOutboxNoRelayAbort(t *testing.T) {
+	o, err := parseOptions([]string{"-out", "x", "-outbox=false"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(o.faults, ","); got != "kill,pause,partition-client,loss,disk-full,log-delete" {
+		t.Errorf("faults without the outbox: %s", got)
 	}
 }
 

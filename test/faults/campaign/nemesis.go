@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sepp-dev/sepp/test/faults/history"
 )
 
@@ -32,6 +34,9 @@ const (
 	faultClockSkew   = "clock-skew" // step one node's wall clock by seconds
 	faultDiskFull    = "disk-full"  // fill the embedded store's file system
 	faultLogDelete   = "log-delete" // SIGKILL a node and delete an older write-ahead log while it is down
+	// End the outbox relays' app-database sessions in mid-pass, between
+	// their claim and their commit (with the outbox only).
+	faultRelayAbort = "relay-abort"
 )
 
 // faultKinds lists every kind, and which backends it applies to.
@@ -48,6 +53,7 @@ var faultKinds = []struct {
 	{faultPartitionDB, []string{backendPostgres}},
 	{faultPGRestart, []string{backendPostgres}},
 	{faultClockSkew, []string{backendPostgres}},
+	{faultRelayAbort, []string{backendEmbedded, backendPostgres}},
 }
 
 // defaultFaults is every kind that applies to backend.
@@ -118,10 +124,11 @@ type nemesis struct {
 	log    io.Writer
 	events *json.Encoder
 
-	mu     sync.Mutex
-	counts map[string]int
-	errs   map[string]int
-	losses []pendingLoss // the logs log-delete deleted, for the history (losses)
+	mu      sync.Mutex
+	counts  map[string]int
+	errs    map[string]int
+	aborted int           // relay sessions relay-abort ended in its last hold
+	losses  []pendingLoss // the logs log-delete deleted, for the history (losses)
 }
 
 // pendingLoss is a log the nemesis deleted: the history's Loss without
@@ -160,8 +167,13 @@ func (nm *nemesis) run(ctx context.Context) {
 			}
 		}
 		ev.End = time.Now()
-		if kind == faultPGRestart {
+		if kind == faultPGRestart || kind == faultRelayAbort {
 			ev.Node = -1
+		}
+		if kind == faultRelayAbort {
+			nm.mu.Lock()
+			ev.Detail = fmt.Sprintf("ended %d relay sessions in mid-pass", nm.aborted)
+			nm.mu.Unlock()
 		}
 		if err != nil {
 			ev.Error = err.Error()
@@ -218,6 +230,8 @@ func (nm *nemesis) apply(kind string, n *node, hold time.Duration) (heal func() 
 			return nil, "", fmt.Errorf("%s: %w: %s", nm.c.opts.pgRestart, err, strings.TrimSpace(string(out)))
 		}
 		return nil, "", nil
+	case faultRelayAbort:
+		return nm.abortRelays()
 	case faultClockSkew:
 		ms := (2000 + nm.rng.Int64N(18000)) * int64(1-2*nm.rng.IntN(2))
 		if err := writeClock(n, ms); err != nil {
@@ -364,6 +378,49 @@ func (nm *nemesis) lossesReported() ([]history.Loss, error) {
 
 // lostCounts reads the counts of the recovery report's "lost" sentence.
 var lostCounts = regexp.MustCompile(`lost (\d+) acknowledged commits?, which created (\d+) jobs?`)
+
+// abortRelays, until healed, ends every session of the outbox relays
+// (application_name sepp-relay, see nodeAppURL) that is inside a
+// transaction of the app database: a relay pass between its claim and its
+// commit, perhaps after its enqueue, as an operator's pg_terminate_backend,
+// an idle_in_transaction_session_timeout or a connection pooler's restart
+// would end it. The rows it claimed stay, and the next pass enqueues them
+// again, which must be a hit on the jobs already made. It looks every 10 ms,
+// as a pass lasts a few.
+func (nm *nemesis) abortRelays() (func() error, string, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := pgx.Connect(ctx, nm.c.opts.appURL())
+	if err != nil {
+		cancel()
+		return nil, "", fmt.Errorf("connect to the app database: %w", err)
+	}
+	done := make(chan int)
+	go func() {
+		ended := 0
+		for ctx.Err() == nil {
+			var n int
+			if conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE datname = current_database() AND application_name = $1 AND xact_start IS NOT NULL AND pid <> pg_backend_pid()`,
+				relayAppName).Scan(&n) == nil {
+				ended += n
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		done <- ended
+	}()
+	return func() error {
+		cancel()
+		n := <-done
+		conn.Close(context.Background())
+		nm.mu.Lock()
+		nm.aborted = n
+		nm.mu.Unlock()
+		return nil
+	}, "", nil
+}
 
 // nft adds a table to n's namespace that drops what the input and output
 // rules match; healing deletes the table.

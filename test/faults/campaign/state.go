@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/internal/outboxsql"
+	"github.com/sepp-dev/sepp/outbox"
 	"github.com/sepp-dev/sepp/test/faults/history"
 )
 
@@ -97,6 +100,9 @@ func readState(ctx context.Context, n nodeConn, seen *keySet) (history.State, er
 					hj.FinalizedAt = history.At(j.GetFinalizedAt().AsTime())
 				}
 				hj.ConcKey, hj.RateKey = flowKeysOf(j.GetQueue(), j.GetPayload())
+				if j.GetQueue() == outboxQueue {
+					hj.Payload = history.Fingerprint(j.GetPayload())
+				}
 				st.Jobs = append(st.Jobs, hj)
 			}
 			token = res.GetNextPageToken()
@@ -140,6 +146,58 @@ func readState(ctx context.Context, n nodeConn, seen *keySet) (history.State, er
 				State: strings.ToLower(strings.TrimPrefix(res.GetState().String(), "CLAIM_OUTCOME_")), Result: string(res.GetResult())})
 		}, nil
 	}, &mu)
+	return st, err
+}
+
+// outboxLeft counts the rows still in the outbox table (none without an
+// app database).
+func outboxLeft(ctx context.Context, app *sql.DB) (int, error) {
+	if app == nil {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	var n int
+	err := app.QueryRowContext(ctx, "SELECT count(*) FROM "+outbox.DefaultTable).Scan(&n)
+	return n, err
+}
+
+// readOutbox reads the outbox table back: the ids of the rows left in it
+// and the rows of its dead table.
+func readOutbox(ctx context.Context, app *sql.DB) (*history.OutboxState, error) {
+	st := &history.OutboxState{Table: outbox.DefaultTable}
+	err := retry(ctx, func(ctx context.Context) error {
+		st.Left, st.Dead = []string{}, []history.DeadRow{}
+		rs, err := app.QueryContext(ctx, "SELECT id FROM "+outbox.DefaultTable+" ORDER BY id")
+		if err != nil {
+			return err
+		}
+		for rs.Next() {
+			var id string
+			if err := rs.Scan(&id); err != nil {
+				rs.Close()
+				return err
+			}
+			st.Left = append(st.Left, id)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return err
+		}
+		rs, err = app.QueryContext(ctx, "SELECT id, queue, coalesce(idempotency_key, ''), reason FROM "+outboxsql.DeadTable(outbox.DefaultTable)+" ORDER BY id")
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var d history.DeadRow
+			if err := rs.Scan(&d.ID, &d.Queue, &d.Key, &d.Reason); err != nil {
+				return err
+			}
+			st.Dead = append(st.Dead, d)
+		}
+		return rs.Err()
+	})
 	return st, err
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -17,7 +18,9 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/sepp-dev/sepp"
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/outbox"
 	"github.com/sepp-dev/sepp/test/faults/history"
 )
 
@@ -49,7 +52,25 @@ var campaignQueues = []history.QueuePolicy{
 	{Queue: "spread", RuleWindowMS: 1000, RuleLimit: 2, RuleAction: "delay"},
 	// Per-key rate: at most three jobs of an account reserved within 1 s.
 	{Queue: "metered", RateLimit: 3, RatePeriodMS: 1000},
+	// The outbox's: filled only by the relays, from rows the producers
+	// write into the app database (outboxTx), keyed by each row's id or its
+	// own key; return_original, with the default window.
+	{Queue: outboxQueue},
 }
+
+const (
+	// outboxQueue is the queue of the outbox rows; refusedQueue, a queue
+	// no node declares (strict = true), whose rows the relay must move to
+	// the dead table.
+	outboxQueue  = "outboxed"
+	refusedQueue = "outbox-nowhere"
+	// outboxKeys is how many keys the rows with their own key draw from:
+	// few, so keys repeat across rows and transactions.
+	outboxKeys = 200
+	// appTxTimeout bounds an outbox transaction, from its BEGIN to its
+	// COMMIT.
+	appTxTimeout = 5 * time.Second
+)
 
 // accountsOf is how many accounts the payloads of a queue with per-account
 // rules, concurrency or rate spread over: few enough that a key's limit
@@ -104,6 +125,7 @@ type client struct {
 	turn  int // the queue a worker reserves from next
 	ops   *atomic.Int64
 	seen  *keySet
+	app   *sql.DB // the outbox's app database; nil: no outbox rows
 }
 
 type nodeConn struct {
@@ -560,6 +582,10 @@ func (c *client) produce(stop <-chan struct{}) {
 			case <-time.After(time.Duration(c.rng.Int64N(2 * int64(c.think)))):
 			}
 		}
+		if c.app != nil && c.rng.IntN(8) == 0 {
+			c.outboxTx()
+			continue
+		}
 		switch x := c.rng.IntN(10); {
 		case x < 6:
 			c.enqueueKeyed(stop)
@@ -569,6 +595,87 @@ func (c *client) produce(stop <-chan struct{}) {
 			c.enqueuePlain()
 		}
 	}
+}
+
+// outboxTx writes 1 to 5 rows into the outbox table with the Go writer
+// (outbox.Enqueue) in one transaction of the app database, and commits it,
+// or, one time in six, rolls it back on purpose. Three rows in ten bring
+// their own key, drawn from outboxKeys (so rows share keys, within a
+// transaction and across), the others are keyed by their ids; one row in
+// thirty goes to a queue no node declares, which the relays must refuse
+// for good. One commit in ten runs under a deadline of 0 to 1 ms, as an
+// app's request deadline may run out while its COMMIT is on the wire: the
+// transaction may or may not have committed. The history records the rows
+// (ids, keys, payloads) and the transaction's outcome: ok (Commit returned
+// nil), fail (rolled back: on purpose, or after an error before COMMIT was
+// sent), unknown (Commit failed: a PostgreSQL restart, that deadline).
+func (c *client) outboxTx() {
+	c.seq++
+	tag := fmt.Sprintf("p%d-%d", c.id, c.seq)
+	r := history.Record{Process: c.id, ID: tag + "@app", Op: history.OpOutboxTx}
+	n := 1 + c.rng.IntN(5)
+	rollback := c.rng.IntN(6) == 0
+	var deadline time.Duration = -1
+	if c.rng.IntN(10) == 0 {
+		deadline = time.Duration(c.rng.IntN(1000)) * time.Microsecond
+	}
+	reqs := make([]sepp.EnqueueRequest, n)
+	rows := make([]history.OutboxRow, n)
+	for i := range reqs {
+		payload := []byte(fmt.Sprintf(`{"tx":%q,"row":%d}`, tag, i))
+		req := sepp.EnqueueRequest{Queue: outboxQueue, JobType: "work", Payload: payload}
+		if c.rng.IntN(10) < 3 {
+			req.IdempotencyKey = sepp.Key("ok" + strconv.Itoa(c.rng.IntN(outboxKeys)))
+		}
+		rows[i] = history.OutboxRow{Queue: outboxQueue, JobType: "work", Payload: history.Fingerprint(payload)}
+		if c.rng.IntN(30) == 0 {
+			req.Queue, rows[i].Queue, rows[i].Refused = refusedQueue, refusedQueue, "UNKNOWN_QUEUE"
+		}
+		if req.IdempotencyKey != nil {
+			rows[i].Key = *req.IdempotencyKey
+		}
+		reqs[i] = req
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), appTxTimeout)
+	defer cancel()
+	r.Start = history.At(time.Now())
+	tx, err := c.app.BeginTx(ctx, nil)
+	if err != nil {
+		r.Outcome, r.Reason = history.Fail, "begin: "+err.Error()
+	} else {
+		for i := range reqs {
+			id, ierr := outbox.Enqueue(ctx, tx, reqs[i])
+			if ierr != nil {
+				err = ierr
+				break
+			}
+			rows[i].ID = id
+			r.Rows = append(r.Rows, rows[i])
+		}
+		switch {
+		case err != nil:
+			// COMMIT was never sent: the transaction cannot commit.
+			_ = tx.Rollback()
+			r.Outcome, r.Reason = history.Fail, "insert: "+err.Error()
+		case rollback:
+			r.Outcome, r.Reason = history.Fail, "ROLLBACK"
+			if rerr := tx.Rollback(); rerr != nil {
+				r.Reason += ": " + rerr.Error()
+			}
+		default:
+			if deadline >= 0 {
+				time.AfterFunc(deadline, cancel)
+			}
+			if cerr := tx.Commit(); cerr != nil {
+				r.Outcome, r.Reason = history.Unknown, "commit: "+cerr.Error()
+			} else {
+				r.Outcome = history.OK
+			}
+		}
+	}
+	r.End = history.At(time.Now())
+	_ = c.w.Write(r)
+	c.ops.Add(1)
 }
 
 // consume runs a worker until stop.

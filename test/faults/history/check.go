@@ -86,6 +86,24 @@ const (
 	// A record the checker cannot use (an ok enqueue without a job id, an
 	// unknown op or outcome, an end before its start).
 	KindMalformed Kind = "malformed record"
+	// The outbox (check_outbox.go): a committed outbox row that is neither
+	// a job in the final state nor in the dead table, nor left in the table.
+	KindOutboxLost Kind = "outbox row lost"
+	// Two jobs of one outbox row: two of its id's, or two of its own key's
+	// within one dedup window.
+	KindOutboxDuplicate Kind = "outbox row relayed twice"
+	// A job (or a dead row, or a row left in the table) that only rows of
+	// rolled-back transactions account for.
+	KindOutboxRolledBack Kind = "rolled-back outbox row relayed"
+	// A job on an outbox queue keyed by no row the history wrote (a row id
+	// never written), and no enqueue made; or a dead or left row never
+	// written.
+	KindOutboxPhantom Kind = "outbox job of no row"
+	// A valid row in the dead table.
+	KindOutboxDead Kind = "valid outbox row dead"
+	// A job of an outbox row whose job type or payload is none of its
+	// rows'.
+	KindOutboxMismatch Kind = "outbox job differs from its row"
 )
 
 // Kinds lists every violation kind.
@@ -94,7 +112,8 @@ var Kinds = []Kind{KindAckedJobMissing, KindDedupMismatch, KindDuplicateAccepted
 	KindEffectReacquired, KindEffectResultMissing, KindEffectResultMismatch, KindDedupBeforeCreate,
 	KindAtomicBatchPartial, KindRuleViolated, KindDebouncedEarly, KindMalformed, KindLossUnreported,
 	KindFollowUpTwice, KindTriggerLost, KindFollowUpEarly, KindFollowUpStuck, KindConcurrencyExceeded,
-	KindOrderViolated, KindRateExceeded}
+	KindOrderViolated, KindRateExceeded, KindOutboxLost, KindOutboxDuplicate, KindOutboxRolledBack, KindOutboxPhantom,
+	KindOutboxDead, KindOutboxMismatch}
 
 // The warnings: reported, not violations.
 const (
@@ -106,6 +125,9 @@ const (
 	// A violation one of whose operations overlaps a loss the node
 	// reported with counts (see Check).
 	WarnExcusedByLoss Kind = "explained by a reported loss"
+	// An outbox row of a committed (or unknown) transaction still in the
+	// outbox table when the state was read: the relay had not drained it.
+	WarnOutboxLeft Kind = "outbox row not relayed"
 )
 
 // OpRef names an operation: its line (in the file, or its 1-based position
@@ -156,6 +178,9 @@ type Report struct {
 	Violations []Violation                `json:"violations"`
 	Warnings   []Violation                `json:"warnings"`
 	HasState   bool                       `json:"has_state"`
+	// Outbox counts the outbox rows and what became of them; nil when the
+	// history wrote none.
+	Outbox     *OutboxCounts `json:"outbox,omitempty"`
 	stateSizes [4]int
 }
 
@@ -203,6 +228,9 @@ func (r Report) String() string {
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "  - %s\n", v)
 	}
+	if r.Outbox != nil {
+		b.WriteString(r.Outbox.String())
+	}
 	fmt.Fprintf(&b, "warnings: %d\n", len(r.Warnings))
 	for _, v := range r.Warnings {
 		fmt.Fprintf(&b, "  - %s\n", v)
@@ -245,7 +273,8 @@ type checker struct {
 	jobs     map[string]*Job
 	deleted  map[string]bool
 	naming   map[string][]OpRef // job id -> the operations naming it (refsNaming)
-	flow     *flowIndex         // leases, ends and follow-ups (check_flow.go)
+	flow     *flowIndex         // leases, ends and follow-ups
+	ob       *outboxIndex       // the outbox rows (check_outbox.go)
 }
 
 // Check checks the history against Sepp's promise and reports every
@@ -292,6 +321,7 @@ func Check(h *History) Report {
 	} else {
 		c.warn(WarnNoState, "the history has no state section: durability, phantom, completion and effect result checks did not run")
 	}
+	c.ob = newOutboxIndex()
 	c.flatten()
 	c.flow = c.indexFlow()
 	c.checkAcked()
@@ -305,6 +335,7 @@ func Check(h *History) Report {
 	c.checkRunAgain()
 	c.checkConcurrency()
 	c.checkRate()
+	c.checkOutbox()
 	c.explainLosses()
 	return rep
 }
@@ -322,16 +353,19 @@ func (c *checker) explainLosses() {
 		byLine[r.Line] = i
 	}
 	// overlaps is the first loss whose span one of refs' operations
-	// overlaps, or -1.
-	overlaps := func(refs []OpRef) int {
-		for _, r := range refs {
+	// overlaps, or -1. An outbox row lost overlaps a loss whose span ends
+	// after its transaction began: the relay may have enqueued it at any
+	// moment after that. (A row refused for good, lost, names no job: the
+	// store never held it, and no loss of the store's explains it.)
+	overlaps := func(v Violation) int {
+		for _, r := range v.Ops {
 			i, ok := byLine[r.Line]
 			if !ok {
 				continue
 			}
 			op := &c.h.Ops[i]
 			for li, l := range losses {
-				if !op.Start.After(l.To.Time) && !op.End.Before(l.From.Time) {
+				if !op.Start.After(l.To.Time) && (v.Kind == KindOutboxLost || !op.End.Before(l.From.Time)) {
 					return li
 				}
 			}
@@ -343,12 +377,12 @@ func (c *checker) explainLosses() {
 	kept := c.rep.Violations[:0]
 	var explained []Violation
 	for _, v := range c.rep.Violations {
-		li := overlaps(v.Ops)
-		if li < 0 {
+		li := overlaps(v)
+		if li < 0 || (v.Kind == KindOutboxLost && v.Job == "") {
 			kept = append(kept, v)
 			continue
 		}
-		if v.Kind == KindAckedJobMissing {
+		if v.Kind == KindAckedJobMissing || v.Kind == KindOutboxLost {
 			if missing[li] == nil {
 				missing[li] = map[string]bool{}
 			}
@@ -397,7 +431,7 @@ func (c *checker) policy(queue string) (window time.Duration, bounded bool, mode
 }
 
 var knownOps = map[OpKind]bool{OpEnqueue: true, OpEnqueueBatch: true, OpReserve: true, OpComplete: true,
-	OpFail: true, OpClaimEffect: true, OpCompleteEffect: true, OpReleaseEffect: true, OpGetJob: true, OpLookup: true}
+	OpFail: true, OpClaimEffect: true, OpCompleteEffect: true, OpReleaseEffect: true, OpGetJob: true, OpLookup: true, OpOutboxTx: true}
 
 func (c *checker) flatten() {
 	c.refs = make([]OpRef, len(c.h.Ops))
@@ -459,6 +493,8 @@ func (c *checker) flatten() {
 			if r.Atomic && r.Outcome == OK && failed > 0 {
 				c.violate(KindAtomicBatchPartial, fmt.Sprintf("atomic batch acknowledged with %d of %d items failed", failed, len(r.Items)), ref)
 			}
+		case OpOutboxTx:
+			c.addOutboxTx(i, ref)
 		}
 	}
 }
@@ -736,7 +772,7 @@ func (c *checker) checkFinalJobs() {
 		default:
 			c.violate(KindJobLost, fmt.Sprintf("job %s (%s/%q) is %q: neither finished nor deliverable", j.ID, j.Queue, j.Key, j.State), c.refsNaming(j.ID)...)
 		}
-		if named[j.ID] == nil {
+		if named[j.ID] == nil && !c.ob.queues[j.Queue] {
 			could := false
 			for _, e := range c.enqs {
 				if e.outcome == Unknown && e.queue == j.Queue && e.key == j.Key && (j.CreatedAt.IsZero() || !e.start.After(j.CreatedAt.Time)) {
@@ -748,7 +784,7 @@ func (c *checker) checkFinalJobs() {
 				c.violate(KindPhantomJob, fmt.Sprintf("job %s (%s/%q) is in the final state, but no ok ack names it and no enqueue of unknown outcome could have created it", j.ID, j.Queue, j.Key), c.refsNaming(j.ID)...)
 			}
 		}
-		if j.Key != "" {
+		if j.Key != "" && c.ob.byKey[qk{j.Queue, j.Key}] == nil {
 			k := qk{j.Queue, j.Key}
 			if byKey[k] == nil {
 				order = append(order, k)

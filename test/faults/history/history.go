@@ -23,7 +23,7 @@
 //   - id: an optional operation id; the checker names operations by id and
 //     by line number.
 //   - op: enqueue, enqueue_batch, reserve, complete, fail, claim_effect,
-//     complete_effect, release_effect, get_job or lookup.
+//     complete_effect, release_effect, get_job, lookup or outbox_tx.
 //   - queue, key, job_type, payload: the queue, the idempotency key, the job
 //     type and a fingerprint of the payload bytes (any stable hash, e.g.
 //     "sha256:<hex>"; see Fingerprint). For the effect operations key is the
@@ -68,6 +68,14 @@
 //     the job a reserve delivered, read from its payload by the driver).
 //   - lease_expires_at: when the lease a reserve returned expires, by the
 //     server's clock (a lease the worker did not extend).
+//   - rows: an outbox_tx's rows (type OutboxRow: id, queue, key, job_type,
+//     payload, refused), each written into the app database's outbox table
+//     inside one transaction; its outcome is the transaction's: ok
+//     (committed), fail (rolled back, on purpose or after an error, reason
+//     says which) or unknown (Commit's error leaves it unknown). A row's
+//     key is its own idempotency key; without one the relay keys its job by
+//     the row's id. refused is the reason the server refuses the row for
+//     good (the driver wrote it so on purpose); empty for a valid row.
 //
 // The state section is one line {"state": {...}} (type State) the driver
 // writes after the run has settled: every job read back from the store
@@ -75,7 +83,10 @@
 // finalized_at, rule_key, conc_key, rate_key, and for a follow-up still
 // waiting follows_job_id and held_by, what holds a job back: follow_up,
 // concurrency or rate),
-// the jobs retention deleted (deleted: job ids), every dedup record (dedup:
+// the jobs retention deleted (deleted: job ids), the outbox table read back
+// (outbox: table, left: the ids of rows still in it, dead: the rows of its
+// dead table, each id, queue, key, reason; see OutboxState), every dedup
+// record (dedup:
 // queue, key, job_id, expires_at), every effect (effects: scope, key, state,
 // result) and the queue policies in force (queues: queue, dedup_window_ms,
 // on_duplicate, key_reuse, rule_window_ms, rule_limit, rule_action,
@@ -124,6 +135,9 @@ const (
 	OpReleaseEffect  OpKind = "release_effect"
 	OpGetJob         OpKind = "get_job"
 	OpLookup         OpKind = "lookup"
+	// OpOutboxTx is a transaction of the app's database that wrote outbox
+	// rows (Record.Rows).
+	OpOutboxTx OpKind = "outbox_tx"
 )
 
 // Outcome is what a client learned of its operation.
@@ -254,9 +268,55 @@ type Record struct {
 	Atomic bool   `json:"atomic,omitempty"`
 	Items  []Item `json:"items,omitempty"`
 
+	// Rows are the outbox rows an outbox_tx wrote.
+	Rows []OutboxRow `json:"rows,omitempty"`
+
 	// Line is the record's line in the file it was read from (1-based); 0
 	// for a record built in memory, which Check names by its position.
 	Line int `json:"-"`
+}
+
+// OutboxRow is one row an outbox_tx wrote into the outbox table.
+type OutboxRow struct {
+	// ID is the row's id (the writer's UUIDv7).
+	ID    string `json:"id"`
+	Queue string `json:"queue"`
+	// Key is the row's own idempotency key; empty: none, and the relay
+	// enqueues it with its ID as the key (the checker takes an outbox
+	// queue as one that derives no keys from payloads).
+	Key     string `json:"key,omitempty"`
+	JobType string `json:"job_type,omitempty"`
+	Payload string `json:"payload,omitempty"`
+	// Refused is the reason the server refuses the row for good (written
+	// so on purpose, e.g. UNKNOWN_QUEUE): the relay must move it to the
+	// dead table. Empty: a valid row, which must become a job.
+	Refused string `json:"refused,omitempty"`
+}
+
+// RowKey is the idempotency key the relay enqueues r with: its own key,
+// else its id.
+func (r OutboxRow) RowKey() string {
+	if r.Key != "" {
+		return r.Key
+	}
+	return r.ID
+}
+
+// OutboxState is the outbox table read back after the run settled.
+type OutboxState struct {
+	Table string `json:"table"`
+	// Left are the ids of the rows still in the table: not relayed.
+	Left []string `json:"left"`
+	// Dead are the rows of the dead table.
+	Dead []DeadRow `json:"dead"`
+}
+
+// DeadRow is a row of the outbox's dead table.
+type DeadRow struct {
+	ID     string `json:"id"`
+	Queue  string `json:"queue"`
+	Key    string `json:"key,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // Job is a job read back from the store.
@@ -279,6 +339,9 @@ type Job struct {
 	// HeldBy is what holds a scheduled job back: follow_up, concurrency or
 	// rate; empty for none.
 	HeldBy string `json:"held_by,omitempty"`
+	// Payload is the fingerprint of the job's payload (the driver records
+	// it on the outbox's queues, where it must be a row's).
+	Payload string `json:"payload,omitempty"`
 }
 
 // DedupRecord is a dedup record read back from the store.
@@ -337,6 +400,8 @@ type State struct {
 	Dedup   []DedupRecord `json:"dedup"`
 	Effects []Effect      `json:"effects"`
 	Queues  []QueuePolicy `json:"queues"`
+	// Outbox is the outbox table read back; nil when the run wrote none.
+	Outbox *OutboxState `json:"outbox,omitempty"`
 }
 
 // Loss is a loss of acknowledged writes the driver caused on purpose: it
