@@ -354,6 +354,8 @@ func measureDirect(ctx context.Context, c *sepp.Client, rows, rate int) ([]time.
 
 func quantiles(d []time.Duration) string {
 	slices.Sort(d)
-	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))].Round(10 * time.Microsecond) }
+	q := func(p float64) time.Duration {
+		return d[min(len(d)-1, int(p*float64(len(d))))].Round(10 * time.Microsecond)
+	}
 	return fmt.Sprintf("p50 %v  p90 %v  p99 %v  max %v  (n=%d)", q(0.5), q(0.9), q(0.99), d[len(d)-1].Round(10*time.Microsecond), len(d))
 }
