@@ -79,6 +79,7 @@ func serve(t *testing.T, a *appDB, extra string) (*testserver.Server, *sepp.Clie
 	srv := testserver.Start(t, testserver.Options{RealTime: true, Config: fmt.Sprintf(`
 [server]
 strict = true
+max_payload_bytes = 1024
 
 [[queues]]
 name = "mail"
@@ -112,8 +113,8 @@ func dialects(t *testing.T, f func(t *testing.T, d outbox.Dialect)) {
 
 // TestRelay: rows of committed transactions become one job each, with
 // their fields; rows of rolled-back ones none; a row the server refuses
-// for good goes to the dead table with its reason and the rows after it
-// are relayed; a row with its own key that was used before is a hit.
+// for good (an unknown queue, a payload over max_payload_bytes) goes to the
+// dead table with its reason and the rows after it are relayed; a row with its own key that was used before is a hit.
 func TestRelay(t *testing.T) {
 	dialects(t, func(t *testing.T, d outbox.Dialect) {
 		ctx := context.Background()
@@ -163,6 +164,10 @@ func TestRelay(t *testing.T) {
 		// behind it.
 		if _, err := a.db.Exec(fmt.Sprintf("INSERT INTO sepp_outbox (id, queue, job_type, payload) VALUES (%s, %s, %s, %s)",
 			ph(d, 1), ph(d, 2), ph(d, 3), ph(d, 4)), "bad-row", "nope", "receipt", []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.db.Exec(fmt.Sprintf("INSERT INTO sepp_outbox (id, queue, job_type, payload) VALUES (%s, %s, %s, %s)",
+			ph(d, 1), ph(d, 2), ph(d, 3), ph(d, 4)), "big-row", "mail", "receipt", []byte(strings.Repeat("x", 2048))); err != nil {
 			t.Fatal(err)
 		}
 		var later []string
@@ -222,6 +227,9 @@ func TestRelay(t *testing.T) {
 		if reason != "UNKNOWN_QUEUE" || !strings.Contains(msg, `"nope"`) {
 			t.Errorf("dead row: %s %q", reason, msg)
 		}
+		if err := a.db.QueryRow("SELECT reason FROM sepp_outbox_dead WHERE id = 'big-row'").Scan(&reason); err != nil || reason != "PAYLOAD_TOO_LARGE" {
+			t.Errorf("the row over max_payload_bytes: %q, %v", reason, err)
+		}
 
 		// The same key again: a hit on the job there is.
 		if _, err := w.Enqueue(ctx, a.db, sepp.EnqueueRequest{Queue: "mail", JobType: "welcome", Payload: []byte(`{"user":7}`), IdempotencyKey: sepp.Key("welcome-7")}); err != nil {
@@ -239,9 +247,9 @@ func TestRelay(t *testing.T) {
 			if err != nil || len(infos) != 1 {
 				t.Fatalf("ListOutboxes: %+v, %v", infos, err)
 			}
-			return infos[0].Relayed+infos[0].Dead >= 8
+			return infos[0].Relayed+infos[0].Dead >= 9
 		})
-		if in := infos[0]; in.Name != "app" || in.Dialect != d.String() || in.Table != "sepp_outbox" || in.Relayed != 7 || in.Dead != 1 || in.LastError != "" || in.CheckedAt.IsZero() {
+		if in := infos[0]; in.Name != "app" || in.Dialect != d.String() || in.Table != "sepp_outbox" || in.Relayed != 7 || in.Dead != 2 || in.LastError != "" || in.CheckedAt.IsZero() {
 			t.Errorf("ListOutboxes: %+v", in)
 		}
 	})
