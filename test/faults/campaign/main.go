@@ -147,7 +147,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.out, "out", "", "directory for the history, the report and the logs (required)")
 	fs.StringVar(&o.sepp, "sepp", "", "a sepp binary built with -tags seppfaults (default: build one into -out)")
 	fs.StringVar(&o.broken, "broken", "", "run the nodes deliberately broken, to show the checker catches it: ack-before-commit")
-	fs.IntVar(&o.diskMB, "disk-mb", 256, "size of the tmpfs the embedded store runs on")
+	fs.IntVar(&o.diskMB, "disk-mb", 768, "size of the tmpfs the embedded store runs on (a 100 s run with every workload reaches about 256 MiB of data and compactions)")
 	fs.StringVar(&o.pgURL, "postgres-url", envOr("SEPP_TEST_POSTGRES_URL", "postgres://root@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL to create the campaign database on")
 	fs.StringVar(&o.pgDB, "postgres-db", "sepp_faults", "the campaign database (dropped and created afresh)")
 	fs.StringVar(&o.pgRestart, "postgres-restart", "", "shell command that restarts PostgreSQL (default: pg_ctlcluster of the one cluster in /etc/postgresql)")
