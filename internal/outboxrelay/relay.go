@@ -87,6 +87,11 @@ func Open(cfg Config, enq Enqueuer, m *Metrics, log *slog.Logger) (*Relay, error
 	r := &Relay{cfg: cfg, db: db, enq: enq, log: log.With("outbox", cfg.Name), metrics: m,
 		q: newQueries(cfg.Dialect, cfg.Table), wake: make(chan struct{}, 1)}
 	r.info = Info{Name: cfg.Name, Dialect: cfg.Dialect.String(), Table: cfg.Table}
+	// Every outbox's series exist from the start, at zero, so a rule on
+	// their increase sees the first one.
+	m.relayed.WithLabelValues(cfg.Name)
+	m.errors.WithLabelValues(cfg.Name)
+	m.lag.WithLabelValues(cfg.Name)
 	return r, nil
 }
 
