@@ -220,7 +220,7 @@ batch_size = 20
 // after it relayed a row, in a table and in --json.
 func TestCLIOutboxList(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.db")
-	db, err := sql.Open("sqlite", path)
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {
 		t.Fatal(err)
 	}
