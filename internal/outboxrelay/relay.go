@@ -214,7 +214,7 @@ func (r *Relay) pass(ctx context.Context) (n int, retry bool, err error) {
 		return 0, false, err
 	}
 	if len(rows) == 0 {
-		return 0, false, r.measureLag(ctx, tx, rows)
+		return 0, false, r.measureLag(ctx, tx)
 	}
 	req := &seppv1.EnqueueBatchRequest{Jobs: make([]*seppv1.EnqueueRequest, 0, len(rows))}
 	type dead struct{ id, reason, message string }
@@ -264,7 +264,7 @@ func (r *Relay) pass(ctx context.Context) (n int, retry bool, err error) {
 			return len(rows), false, fmt.Errorf("delete relayed rows: %w", err)
 		}
 	}
-	lagErr := r.measureLag(ctx, tx, rows)
+	lagErr := r.measureLag(ctx, tx)
 	if err := tx.Commit(); err != nil {
 		return len(rows), false, fmt.Errorf("commit: %w", err)
 	}
@@ -326,7 +326,7 @@ func (r *Relay) job(w *row) (*seppv1.EnqueueRequest, string, string) {
 
 // measureLag sets the lag: the age of the oldest row left, by the
 // database's clock.
-func (r *Relay) measureLag(ctx context.Context, tx *sql.Tx, claimed []row) error {
+func (r *Relay) measureLag(ctx context.Context, tx *sql.Tx) error {
 	var ms sql.NullFloat64
 	if err := tx.QueryRowContext(ctx, r.q.lag).Scan(&ms); err != nil {
 		return fmt.Errorf("measure the lag of %s: %w", r.cfg.Table, err)
