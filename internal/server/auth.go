@@ -57,6 +57,10 @@ var callRoles = map[string][]string{
 	seppv1connect.AdminServiceListQueuesProcedure:      {config.RoleReader},
 	seppv1connect.AdminServiceListJobsProcedure:        {config.RoleReader},
 	seppv1connect.AdminServiceListOutboxesProcedure:    {config.RoleReader},
+	seppv1connect.AdminServiceListSchedulesProcedure:   {config.RoleReader},
+	seppv1connect.AdminServiceCreateBackupProcedure:    nil,
+	seppv1connect.AdminServiceReadBackupFileProcedure:  nil,
+	seppv1connect.AdminServiceDeleteBackupProcedure:    nil,
 	seppv1connect.AdminServiceRequeueDeadJobsProcedure: nil,
 	seppv1connect.AdminServicePurgeDeadJobsProcedure:   nil,
 	seppv1connect.AdminServicePauseQueueProcedure:      nil,
@@ -84,10 +88,13 @@ func guarded(procedure string) bool {
 }
 
 // audited reports whether a call of procedure gets an audit line: every
-// AdminService RPC but the two reads, CancelJob and ReleaseIdempotencyKey.
+// AdminService RPC but the reads (a backup's file reads among them: its
+// CreateBackup and DeleteBackup are audited), CancelJob and
+// ReleaseIdempotencyKey.
 func audited(procedure string) bool {
 	switch procedure {
-	case seppv1connect.AdminServiceListQueuesProcedure, seppv1connect.AdminServiceListJobsProcedure, seppv1connect.AdminServiceListOutboxesProcedure:
+	case seppv1connect.AdminServiceListQueuesProcedure, seppv1connect.AdminServiceListJobsProcedure, seppv1connect.AdminServiceListOutboxesProcedure,
+		seppv1connect.AdminServiceListSchedulesProcedure, seppv1connect.AdminServiceReadBackupFileProcedure:
 		return false
 	case seppv1connect.JobServiceCancelJobProcedure, seppv1connect.JobServiceReleaseIdempotencyKeyProcedure:
 		return true

@@ -963,6 +963,676 @@ func (x *OutboxInfo) GetLastError() string {
 	return ""
 }
 
+type ListSchedulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+type ListSchedulesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The [[schedules]] of this node's configuration, in config order.
+	Schedules     []*ScheduleInfo `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*ScheduleInfo {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// ScheduleInfo is one [[schedules]] entry and its stored state, which every
+// node sharing the store shares.
+type ScheduleInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// As configured: five cron fields, a descriptor such as "@hourly", or
+	// "@every 30s".
+	Cron string `protobuf:"bytes,2,opt,name=cron,proto3" json:"cron,omitempty"`
+	// The IANA zone the cron fields are read in ("UTC" when not set).
+	Timezone string `protobuf:"bytes,3,opt,name=timezone,proto3" json:"timezone,omitempty"`
+	Queue    string `protobuf:"bytes,4,opt,name=queue,proto3" json:"queue,omitempty"`
+	JobType  string `protobuf:"bytes,5,opt,name=job_type,json=jobType,proto3" json:"job_type,omitempty"`
+	// "none", "last" or "all".
+	CatchUp string `protobuf:"bytes,6,opt,name=catch_up,json=catchUp,proto3" json:"catch_up,omitempty"`
+	// The latest tick whose job exists (enqueued by any node); unset before
+	// the first.
+	LastTick *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_tick,json=lastTick,proto3" json:"last_tick,omitempty"`
+	// The next tick to fire.
+	NextTick *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_tick,json=nextTick,proto3" json:"next_tick,omitempty"`
+	// The job of last_tick, when this node knows it.
+	LastJobId string `protobuf:"bytes,9,opt,name=last_job_id,json=lastJobId,proto3" json:"last_job_id,omitempty"`
+	// This node's last error firing a tick; empty after a success.
+	LastError     string `protobuf:"bytes,10,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleInfo) Reset() {
+	*x = ScheduleInfo{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleInfo) ProtoMessage() {}
+
+func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleInfo.ProtoReflect.Descriptor instead.
+func (*ScheduleInfo) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ScheduleInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetTimezone() string {
+	if x != nil {
+		return x.Timezone
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetJobType() string {
+	if x != nil {
+		return x.JobType
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetCatchUp() string {
+	if x != nil {
+		return x.CatchUp
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetLastTick() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastTick
+	}
+	return nil
+}
+
+func (x *ScheduleInfo) GetNextTick() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextTick
+	}
+	return nil
+}
+
+func (x *ScheduleInfo) GetLastJobId() string {
+	if x != nil {
+		return x.LastJobId
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+type CreateBackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBackupRequest) Reset() {
+	*x = CreateBackupRequest{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBackupRequest) ProtoMessage() {}
+
+func (x *CreateBackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBackupRequest.ProtoReflect.Descriptor instead.
+func (*CreateBackupRequest) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+type CreateBackupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the copy in ReadBackupFile and DeleteBackup.
+	BackupId      string          `protobuf:"bytes,1,opt,name=backup_id,json=backupId,proto3" json:"backup_id,omitempty"`
+	Manifest      *BackupManifest `protobuf:"bytes,2,opt,name=manifest,proto3" json:"manifest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBackupResponse) Reset() {
+	*x = CreateBackupResponse{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBackupResponse) ProtoMessage() {}
+
+func (x *CreateBackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBackupResponse.ProtoReflect.Descriptor instead.
+func (*CreateBackupResponse) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CreateBackupResponse) GetBackupId() string {
+	if x != nil {
+		return x.BackupId
+	}
+	return ""
+}
+
+func (x *CreateBackupResponse) GetManifest() *BackupManifest {
+	if x != nil {
+		return x.Manifest
+	}
+	return nil
+}
+
+// BackupManifest describes a backup: what made it, when, what it holds, and
+// every file with its size and SHA-256, so a restore can verify it. sepp
+// backup writes it as manifest.json (protojson) beside the files.
+type BackupManifest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "sepp-backup/1".
+	Format string `protobuf:"bytes,1,opt,name=format,proto3" json:"format,omitempty"`
+	// The version of the server that made it.
+	ServerVersion string                 `protobuf:"bytes,2,opt,name=server_version,json=serverVersion,proto3" json:"server_version,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// The store's schema version.
+	SchemaVersion int64 `protobuf:"varint,4,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	// The acknowledgement mark the copy holds: the group commits, and the jobs
+	// they created, up to the moment of the copy.
+	AckedCommits int64 `protobuf:"varint,5,opt,name=acked_commits,json=ackedCommits,proto3" json:"acked_commits,omitempty"`
+	AckedJobs    int64 `protobuf:"varint,6,opt,name=acked_jobs,json=ackedJobs,proto3" json:"acked_jobs,omitempty"`
+	// Jobs by state and live dedup records, per queue, in the copy.
+	Queues        []*QueueInfo  `protobuf:"bytes,7,rep,name=queues,proto3" json:"queues,omitempty"`
+	Files         []*BackupFile `protobuf:"bytes,8,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupManifest) Reset() {
+	*x = BackupManifest{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupManifest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupManifest) ProtoMessage() {}
+
+func (x *BackupManifest) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupManifest.ProtoReflect.Descriptor instead.
+func (*BackupManifest) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *BackupManifest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *BackupManifest) GetServerVersion() string {
+	if x != nil {
+		return x.ServerVersion
+	}
+	return ""
+}
+
+func (x *BackupManifest) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *BackupManifest) GetSchemaVersion() int64 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *BackupManifest) GetAckedCommits() int64 {
+	if x != nil {
+		return x.AckedCommits
+	}
+	return 0
+}
+
+func (x *BackupManifest) GetAckedJobs() int64 {
+	if x != nil {
+		return x.AckedJobs
+	}
+	return 0
+}
+
+func (x *BackupManifest) GetQueues() []*QueueInfo {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *BackupManifest) GetFiles() []*BackupFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+type BackupFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Relative to the backup's root, with forward slashes.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Size int64  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// Lowercase hex.
+	Sha256        string `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupFile) Reset() {
+	*x = BackupFile{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupFile) ProtoMessage() {}
+
+func (x *BackupFile) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
+func (*BackupFile) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BackupFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *BackupFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *BackupFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+type ReadBackupFileRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BackupId string                 `protobuf:"bytes,1,opt,name=backup_id,json=backupId,proto3" json:"backup_id,omitempty"`
+	Path     string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Offset   int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// At most this many bytes (default and maximum 1 MiB).
+	MaxBytes      int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadBackupFileRequest) Reset() {
+	*x = ReadBackupFileRequest{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadBackupFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadBackupFileRequest) ProtoMessage() {}
+
+func (x *ReadBackupFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadBackupFileRequest.ProtoReflect.Descriptor instead.
+func (*ReadBackupFileRequest) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ReadBackupFileRequest) GetBackupId() string {
+	if x != nil {
+		return x.BackupId
+	}
+	return ""
+}
+
+func (x *ReadBackupFileRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ReadBackupFileRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ReadBackupFileRequest) GetMaxBytes() int32 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+type ReadBackupFileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// Set when data ends at the end of the file.
+	Eof           bool `protobuf:"varint,2,opt,name=eof,proto3" json:"eof,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadBackupFileResponse) Reset() {
+	*x = ReadBackupFileResponse{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadBackupFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadBackupFileResponse) ProtoMessage() {}
+
+func (x *ReadBackupFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadBackupFileResponse.ProtoReflect.Descriptor instead.
+func (*ReadBackupFileResponse) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ReadBackupFileResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ReadBackupFileResponse) GetEof() bool {
+	if x != nil {
+		return x.Eof
+	}
+	return false
+}
+
+type DeleteBackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BackupId      string                 `protobuf:"bytes,1,opt,name=backup_id,json=backupId,proto3" json:"backup_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBackupRequest) Reset() {
+	*x = DeleteBackupRequest{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBackupRequest) ProtoMessage() {}
+
+func (x *DeleteBackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBackupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteBackupRequest) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DeleteBackupRequest) GetBackupId() string {
+	if x != nil {
+		return x.BackupId
+	}
+	return ""
+}
+
+type DeleteBackupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteBackupResponse) Reset() {
+	*x = DeleteBackupResponse{}
+	mi := &file_sepp_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteBackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteBackupResponse) ProtoMessage() {}
+
+func (x *DeleteBackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sepp_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteBackupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteBackupResponse) Descriptor() ([]byte, []int) {
+	return file_sepp_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
 var File_sepp_v1_admin_proto protoreflect.FileDescriptor
 
 const file_sepp_v1_admin_proto_rawDesc = "" +
@@ -1030,7 +1700,54 @@ const file_sepp_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"checked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcheckedAt\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\b \x01(\tR\tlastError2\xa8\x04\n" +
+	"last_error\x18\b \x01(\tR\tlastError\"\x16\n" +
+	"\x14ListSchedulesRequest\"L\n" +
+	"\x15ListSchedulesResponse\x123\n" +
+	"\tschedules\x18\x01 \x03(\v2\x15.sepp.v1.ScheduleInfoR\tschedules\"\xcf\x02\n" +
+	"\fScheduleInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04cron\x18\x02 \x01(\tR\x04cron\x12\x1a\n" +
+	"\btimezone\x18\x03 \x01(\tR\btimezone\x12\x14\n" +
+	"\x05queue\x18\x04 \x01(\tR\x05queue\x12\x19\n" +
+	"\bjob_type\x18\x05 \x01(\tR\ajobType\x12\x19\n" +
+	"\bcatch_up\x18\x06 \x01(\tR\acatchUp\x127\n" +
+	"\tlast_tick\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\blastTick\x127\n" +
+	"\tnext_tick\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bnextTick\x12\x1e\n" +
+	"\vlast_job_id\x18\t \x01(\tR\tlastJobId\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\n" +
+	" \x01(\tR\tlastError\"\x15\n" +
+	"\x13CreateBackupRequest\"h\n" +
+	"\x14CreateBackupResponse\x12\x1b\n" +
+	"\tbackup_id\x18\x01 \x01(\tR\bbackupId\x123\n" +
+	"\bmanifest\x18\x02 \x01(\v2\x17.sepp.v1.BackupManifestR\bmanifest\"\xcc\x02\n" +
+	"\x0eBackupManifest\x12\x16\n" +
+	"\x06format\x18\x01 \x01(\tR\x06format\x12%\n" +
+	"\x0eserver_version\x18\x02 \x01(\tR\rserverVersion\x129\n" +
+	"\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12%\n" +
+	"\x0eschema_version\x18\x04 \x01(\x03R\rschemaVersion\x12#\n" +
+	"\racked_commits\x18\x05 \x01(\x03R\fackedCommits\x12\x1d\n" +
+	"\n" +
+	"acked_jobs\x18\x06 \x01(\x03R\tackedJobs\x12*\n" +
+	"\x06queues\x18\a \x03(\v2\x12.sepp.v1.QueueInfoR\x06queues\x12)\n" +
+	"\x05files\x18\b \x03(\v2\x13.sepp.v1.BackupFileR\x05files\"L\n" +
+	"\n" +
+	"BackupFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"}\n" +
+	"\x15ReadBackupFileRequest\x12\x1b\n" +
+	"\tbackup_id\x18\x01 \x01(\tR\bbackupId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\">\n" +
+	"\x16ReadBackupFileResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x10\n" +
+	"\x03eof\x18\x02 \x01(\bR\x03eof\"2\n" +
+	"\x13DeleteBackupRequest\x12\x1b\n" +
+	"\tbackup_id\x18\x01 \x01(\tR\bbackupId\"\x16\n" +
+	"\x14DeleteBackupResponse2\xed\x06\n" +
 	"\fAdminService\x12G\n" +
 	"\n" +
 	"ListQueues\x12\x1a.sepp.v1.ListQueuesRequest\x1a\x1b.sepp.v1.ListQueuesResponse\"\x00\x12A\n" +
@@ -1040,7 +1757,11 @@ const file_sepp_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"PauseQueue\x12\x1a.sepp.v1.PauseQueueRequest\x1a\x1b.sepp.v1.PauseQueueResponse\"\x00\x12J\n" +
 	"\vResumeQueue\x12\x1b.sepp.v1.ResumeQueueRequest\x1a\x1c.sepp.v1.ResumeQueueResponse\"\x00\x12M\n" +
-	"\fListOutboxes\x12\x1c.sepp.v1.ListOutboxesRequest\x1a\x1d.sepp.v1.ListOutboxesResponse\"\x00B-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3"
+	"\fListOutboxes\x12\x1c.sepp.v1.ListOutboxesRequest\x1a\x1d.sepp.v1.ListOutboxesResponse\"\x00\x12P\n" +
+	"\rListSchedules\x12\x1d.sepp.v1.ListSchedulesRequest\x1a\x1e.sepp.v1.ListSchedulesResponse\"\x00\x12M\n" +
+	"\fCreateBackup\x12\x1c.sepp.v1.CreateBackupRequest\x1a\x1d.sepp.v1.CreateBackupResponse\"\x00\x12S\n" +
+	"\x0eReadBackupFile\x12\x1e.sepp.v1.ReadBackupFileRequest\x1a\x1f.sepp.v1.ReadBackupFileResponse\"\x00\x12M\n" +
+	"\fDeleteBackup\x12\x1c.sepp.v1.DeleteBackupRequest\x1a\x1d.sepp.v1.DeleteBackupResponse\"\x00B-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3"
 
 var (
 	file_sepp_v1_admin_proto_rawDescOnce sync.Once
@@ -1054,7 +1775,7 @@ func file_sepp_v1_admin_proto_rawDescGZIP() []byte {
 	return file_sepp_v1_admin_proto_rawDescData
 }
 
-var file_sepp_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_sepp_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_sepp_v1_admin_proto_goTypes = []any{
 	(*ListQueuesRequest)(nil),       // 0: sepp.v1.ListQueuesRequest
 	(*ListQueuesResponse)(nil),      // 1: sepp.v1.ListQueuesResponse
@@ -1072,35 +1793,61 @@ var file_sepp_v1_admin_proto_goTypes = []any{
 	(*ListOutboxesRequest)(nil),     // 13: sepp.v1.ListOutboxesRequest
 	(*ListOutboxesResponse)(nil),    // 14: sepp.v1.ListOutboxesResponse
 	(*OutboxInfo)(nil),              // 15: sepp.v1.OutboxInfo
-	(JobState)(0),                   // 16: sepp.v1.JobState
-	(*Job)(nil),                     // 17: sepp.v1.Job
-	(*timestamppb.Timestamp)(nil),   // 18: google.protobuf.Timestamp
+	(*ListSchedulesRequest)(nil),    // 16: sepp.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),   // 17: sepp.v1.ListSchedulesResponse
+	(*ScheduleInfo)(nil),            // 18: sepp.v1.ScheduleInfo
+	(*CreateBackupRequest)(nil),     // 19: sepp.v1.CreateBackupRequest
+	(*CreateBackupResponse)(nil),    // 20: sepp.v1.CreateBackupResponse
+	(*BackupManifest)(nil),          // 21: sepp.v1.BackupManifest
+	(*BackupFile)(nil),              // 22: sepp.v1.BackupFile
+	(*ReadBackupFileRequest)(nil),   // 23: sepp.v1.ReadBackupFileRequest
+	(*ReadBackupFileResponse)(nil),  // 24: sepp.v1.ReadBackupFileResponse
+	(*DeleteBackupRequest)(nil),     // 25: sepp.v1.DeleteBackupRequest
+	(*DeleteBackupResponse)(nil),    // 26: sepp.v1.DeleteBackupResponse
+	(JobState)(0),                   // 27: sepp.v1.JobState
+	(*Job)(nil),                     // 28: sepp.v1.Job
+	(*timestamppb.Timestamp)(nil),   // 29: google.protobuf.Timestamp
 }
 var file_sepp_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: sepp.v1.ListQueuesResponse.queues:type_name -> sepp.v1.QueueInfo
-	16, // 1: sepp.v1.ListJobsRequest.state:type_name -> sepp.v1.JobState
-	17, // 2: sepp.v1.ListJobsResponse.jobs:type_name -> sepp.v1.Job
+	27, // 1: sepp.v1.ListJobsRequest.state:type_name -> sepp.v1.JobState
+	28, // 2: sepp.v1.ListJobsResponse.jobs:type_name -> sepp.v1.Job
 	15, // 3: sepp.v1.ListOutboxesResponse.outboxes:type_name -> sepp.v1.OutboxInfo
-	18, // 4: sepp.v1.OutboxInfo.checked_at:type_name -> google.protobuf.Timestamp
-	0,  // 5: sepp.v1.AdminService.ListQueues:input_type -> sepp.v1.ListQueuesRequest
-	3,  // 6: sepp.v1.AdminService.ListJobs:input_type -> sepp.v1.ListJobsRequest
-	5,  // 7: sepp.v1.AdminService.RequeueDeadJobs:input_type -> sepp.v1.RequeueDeadJobsRequest
-	7,  // 8: sepp.v1.AdminService.PurgeDeadJobs:input_type -> sepp.v1.PurgeDeadJobsRequest
-	9,  // 9: sepp.v1.AdminService.PauseQueue:input_type -> sepp.v1.PauseQueueRequest
-	11, // 10: sepp.v1.AdminService.ResumeQueue:input_type -> sepp.v1.ResumeQueueRequest
-	13, // 11: sepp.v1.AdminService.ListOutboxes:input_type -> sepp.v1.ListOutboxesRequest
-	1,  // 12: sepp.v1.AdminService.ListQueues:output_type -> sepp.v1.ListQueuesResponse
-	4,  // 13: sepp.v1.AdminService.ListJobs:output_type -> sepp.v1.ListJobsResponse
-	6,  // 14: sepp.v1.AdminService.RequeueDeadJobs:output_type -> sepp.v1.RequeueDeadJobsResponse
-	8,  // 15: sepp.v1.AdminService.PurgeDeadJobs:output_type -> sepp.v1.PurgeDeadJobsResponse
-	10, // 16: sepp.v1.AdminService.PauseQueue:output_type -> sepp.v1.PauseQueueResponse
-	12, // 17: sepp.v1.AdminService.ResumeQueue:output_type -> sepp.v1.ResumeQueueResponse
-	14, // 18: sepp.v1.AdminService.ListOutboxes:output_type -> sepp.v1.ListOutboxesResponse
-	12, // [12:19] is the sub-list for method output_type
-	5,  // [5:12] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	29, // 4: sepp.v1.OutboxInfo.checked_at:type_name -> google.protobuf.Timestamp
+	18, // 5: sepp.v1.ListSchedulesResponse.schedules:type_name -> sepp.v1.ScheduleInfo
+	29, // 6: sepp.v1.ScheduleInfo.last_tick:type_name -> google.protobuf.Timestamp
+	29, // 7: sepp.v1.ScheduleInfo.next_tick:type_name -> google.protobuf.Timestamp
+	21, // 8: sepp.v1.CreateBackupResponse.manifest:type_name -> sepp.v1.BackupManifest
+	29, // 9: sepp.v1.BackupManifest.created_at:type_name -> google.protobuf.Timestamp
+	2,  // 10: sepp.v1.BackupManifest.queues:type_name -> sepp.v1.QueueInfo
+	22, // 11: sepp.v1.BackupManifest.files:type_name -> sepp.v1.BackupFile
+	0,  // 12: sepp.v1.AdminService.ListQueues:input_type -> sepp.v1.ListQueuesRequest
+	3,  // 13: sepp.v1.AdminService.ListJobs:input_type -> sepp.v1.ListJobsRequest
+	5,  // 14: sepp.v1.AdminService.RequeueDeadJobs:input_type -> sepp.v1.RequeueDeadJobsRequest
+	7,  // 15: sepp.v1.AdminService.PurgeDeadJobs:input_type -> sepp.v1.PurgeDeadJobsRequest
+	9,  // 16: sepp.v1.AdminService.PauseQueue:input_type -> sepp.v1.PauseQueueRequest
+	11, // 17: sepp.v1.AdminService.ResumeQueue:input_type -> sepp.v1.ResumeQueueRequest
+	13, // 18: sepp.v1.AdminService.ListOutboxes:input_type -> sepp.v1.ListOutboxesRequest
+	16, // 19: sepp.v1.AdminService.ListSchedules:input_type -> sepp.v1.ListSchedulesRequest
+	19, // 20: sepp.v1.AdminService.CreateBackup:input_type -> sepp.v1.CreateBackupRequest
+	23, // 21: sepp.v1.AdminService.ReadBackupFile:input_type -> sepp.v1.ReadBackupFileRequest
+	25, // 22: sepp.v1.AdminService.DeleteBackup:input_type -> sepp.v1.DeleteBackupRequest
+	1,  // 23: sepp.v1.AdminService.ListQueues:output_type -> sepp.v1.ListQueuesResponse
+	4,  // 24: sepp.v1.AdminService.ListJobs:output_type -> sepp.v1.ListJobsResponse
+	6,  // 25: sepp.v1.AdminService.RequeueDeadJobs:output_type -> sepp.v1.RequeueDeadJobsResponse
+	8,  // 26: sepp.v1.AdminService.PurgeDeadJobs:output_type -> sepp.v1.PurgeDeadJobsResponse
+	10, // 27: sepp.v1.AdminService.PauseQueue:output_type -> sepp.v1.PauseQueueResponse
+	12, // 28: sepp.v1.AdminService.ResumeQueue:output_type -> sepp.v1.ResumeQueueResponse
+	14, // 29: sepp.v1.AdminService.ListOutboxes:output_type -> sepp.v1.ListOutboxesResponse
+	17, // 30: sepp.v1.AdminService.ListSchedules:output_type -> sepp.v1.ListSchedulesResponse
+	20, // 31: sepp.v1.AdminService.CreateBackup:output_type -> sepp.v1.CreateBackupResponse
+	24, // 32: sepp.v1.AdminService.ReadBackupFile:output_type -> sepp.v1.ReadBackupFileResponse
+	26, // 33: sepp.v1.AdminService.DeleteBackup:output_type -> sepp.v1.DeleteBackupResponse
+	23, // [23:34] is the sub-list for method output_type
+	12, // [12:23] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sepp_v1_admin_proto_init() }
@@ -1115,7 +1862,7 @@ func file_sepp_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sepp_v1_admin_proto_rawDesc), len(file_sepp_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

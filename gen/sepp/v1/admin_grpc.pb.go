@@ -26,6 +26,10 @@ const (
 	AdminService_PauseQueue_FullMethodName      = "/sepp.v1.AdminService/PauseQueue"
 	AdminService_ResumeQueue_FullMethodName     = "/sepp.v1.AdminService/ResumeQueue"
 	AdminService_ListOutboxes_FullMethodName    = "/sepp.v1.AdminService/ListOutboxes"
+	AdminService_ListSchedules_FullMethodName   = "/sepp.v1.AdminService/ListSchedules"
+	AdminService_CreateBackup_FullMethodName    = "/sepp.v1.AdminService/CreateBackup"
+	AdminService_ReadBackupFile_FullMethodName  = "/sepp.v1.AdminService/ReadBackupFile"
+	AdminService_DeleteBackup_FullMethodName    = "/sepp.v1.AdminService/DeleteBackup"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -41,6 +45,18 @@ type AdminServiceClient interface {
 	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
 	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
 	ListOutboxes(ctx context.Context, in *ListOutboxesRequest, opts ...grpc.CallOption) (*ListOutboxesResponse, error)
+	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// CreateBackup makes a consistent copy of the embedded store while the
+	// server keeps serving (a Pebble checkpoint beside the data directory, hard
+	// links where the file system allows) and returns its id and manifest;
+	// ReadBackupFile then fetches each file the manifest lists, and
+	// DeleteBackup removes the copy. The server removes a copy nobody deleted
+	// an hour after it was made, and every copy at start. FAILED_PRECONDITION
+	// (BACKUP_UNSUPPORTED) on the PostgreSQL backend, which PostgreSQL's own
+	// tools back up. Role admin.
+	CreateBackup(ctx context.Context, in *CreateBackupRequest, opts ...grpc.CallOption) (*CreateBackupResponse, error)
+	ReadBackupFile(ctx context.Context, in *ReadBackupFileRequest, opts ...grpc.CallOption) (*ReadBackupFileResponse, error)
+	DeleteBackup(ctx context.Context, in *DeleteBackupRequest, opts ...grpc.CallOption) (*DeleteBackupResponse, error)
 }
 
 type adminServiceClient struct {
@@ -121,6 +137,46 @@ func (c *adminServiceClient) ListOutboxes(ctx context.Context, in *ListOutboxesR
 	return out, nil
 }
 
+func (c *adminServiceClient) ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) CreateBackup(ctx context.Context, in *CreateBackupRequest, opts ...grpc.CallOption) (*CreateBackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateBackupResponse)
+	err := c.cc.Invoke(ctx, AdminService_CreateBackup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ReadBackupFile(ctx context.Context, in *ReadBackupFileRequest, opts ...grpc.CallOption) (*ReadBackupFileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadBackupFileResponse)
+	err := c.cc.Invoke(ctx, AdminService_ReadBackupFile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteBackup(ctx context.Context, in *DeleteBackupRequest, opts ...grpc.CallOption) (*DeleteBackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteBackupResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteBackup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -134,6 +190,18 @@ type AdminServiceServer interface {
 	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
 	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
 	ListOutboxes(context.Context, *ListOutboxesRequest) (*ListOutboxesResponse, error)
+	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// CreateBackup makes a consistent copy of the embedded store while the
+	// server keeps serving (a Pebble checkpoint beside the data directory, hard
+	// links where the file system allows) and returns its id and manifest;
+	// ReadBackupFile then fetches each file the manifest lists, and
+	// DeleteBackup removes the copy. The server removes a copy nobody deleted
+	// an hour after it was made, and every copy at start. FAILED_PRECONDITION
+	// (BACKUP_UNSUPPORTED) on the PostgreSQL backend, which PostgreSQL's own
+	// tools back up. Role admin.
+	CreateBackup(context.Context, *CreateBackupRequest) (*CreateBackupResponse, error)
+	ReadBackupFile(context.Context, *ReadBackupFileRequest) (*ReadBackupFileResponse, error)
+	DeleteBackup(context.Context, *DeleteBackupRequest) (*DeleteBackupResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -164,6 +232,18 @@ func (UnimplementedAdminServiceServer) ResumeQueue(context.Context, *ResumeQueue
 }
 func (UnimplementedAdminServiceServer) ListOutboxes(context.Context, *ListOutboxesRequest) (*ListOutboxesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListOutboxes not implemented")
+}
+func (UnimplementedAdminServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateBackup(context.Context, *CreateBackupRequest) (*CreateBackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateBackup not implemented")
+}
+func (UnimplementedAdminServiceServer) ReadBackupFile(context.Context, *ReadBackupFileRequest) (*ReadBackupFileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadBackupFile not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteBackup(context.Context, *DeleteBackupRequest) (*DeleteBackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteBackup not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -312,6 +392,78 @@ func _AdminService_ListOutboxes_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListSchedules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_CreateBackup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateBackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateBackup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateBackup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateBackup(ctx, req.(*CreateBackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ReadBackupFile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadBackupFileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ReadBackupFile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ReadBackupFile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ReadBackupFile(ctx, req.(*ReadBackupFileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteBackup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteBackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteBackup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteBackup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteBackup(ctx, req.(*DeleteBackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -346,6 +498,22 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListOutboxes",
 			Handler:    _AdminService_ListOutboxes_Handler,
+		},
+		{
+			MethodName: "ListSchedules",
+			Handler:    _AdminService_ListSchedules_Handler,
+		},
+		{
+			MethodName: "CreateBackup",
+			Handler:    _AdminService_CreateBackup_Handler,
+		},
+		{
+			MethodName: "ReadBackupFile",
+			Handler:    _AdminService_ReadBackupFile_Handler,
+		},
+		{
+			MethodName: "DeleteBackup",
+			Handler:    _AdminService_DeleteBackup_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

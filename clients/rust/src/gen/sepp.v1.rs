@@ -528,6 +528,138 @@ pub struct OutboxInfo {
 }
 #[allow(clippy::derive_partial_eq_without_eq)]
 #[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListSchedulesRequest {
+}
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListSchedulesResponse {
+    /// The \[[schedules]\] of this node's configuration, in config order.
+    #[prost(message, repeated, tag="1")]
+    pub schedules: ::prost::alloc::vec::Vec<ScheduleInfo>,
+}
+/// ScheduleInfo is one \[[schedules]\] entry and its stored state, which every
+/// node sharing the store shares.
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ScheduleInfo {
+    #[prost(string, tag="1")]
+    pub name: ::prost::alloc::string::String,
+    /// As configured: five cron fields, a descriptor such as "@hourly", or
+    /// "@every 30s".
+    #[prost(string, tag="2")]
+    pub cron: ::prost::alloc::string::String,
+    /// The IANA zone the cron fields are read in ("UTC" when not set).
+    #[prost(string, tag="3")]
+    pub timezone: ::prost::alloc::string::String,
+    #[prost(string, tag="4")]
+    pub queue: ::prost::alloc::string::String,
+    #[prost(string, tag="5")]
+    pub job_type: ::prost::alloc::string::String,
+    /// "none", "last" or "all".
+    #[prost(string, tag="6")]
+    pub catch_up: ::prost::alloc::string::String,
+    /// The latest tick whose job exists (enqueued by any node); unset before
+    /// the first.
+    #[prost(message, optional, tag="7")]
+    pub last_tick: ::core::option::Option<::prost_types::Timestamp>,
+    /// The next tick to fire.
+    #[prost(message, optional, tag="8")]
+    pub next_tick: ::core::option::Option<::prost_types::Timestamp>,
+    /// The job of last_tick, when this node knows it.
+    #[prost(string, tag="9")]
+    pub last_job_id: ::prost::alloc::string::String,
+    /// This node's last error firing a tick; empty after a success.
+    #[prost(string, tag="10")]
+    pub last_error: ::prost::alloc::string::String,
+}
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CreateBackupRequest {
+}
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CreateBackupResponse {
+    /// Names the copy in ReadBackupFile and DeleteBackup.
+    #[prost(string, tag="1")]
+    pub backup_id: ::prost::alloc::string::String,
+    #[prost(message, optional, tag="2")]
+    pub manifest: ::core::option::Option<BackupManifest>,
+}
+/// BackupManifest describes a backup: what made it, when, what it holds, and
+/// every file with its size and SHA-256, so a restore can verify it. sepp
+/// backup writes it as manifest.json (protojson) beside the files.
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct BackupManifest {
+    /// "sepp-backup/1".
+    #[prost(string, tag="1")]
+    pub format: ::prost::alloc::string::String,
+    /// The version of the server that made it.
+    #[prost(string, tag="2")]
+    pub server_version: ::prost::alloc::string::String,
+    #[prost(message, optional, tag="3")]
+    pub created_at: ::core::option::Option<::prost_types::Timestamp>,
+    /// The store's schema version.
+    #[prost(int64, tag="4")]
+    pub schema_version: i64,
+    /// The acknowledgement mark the copy holds: the group commits, and the jobs
+    /// they created, up to the moment of the copy.
+    #[prost(int64, tag="5")]
+    pub acked_commits: i64,
+    #[prost(int64, tag="6")]
+    pub acked_jobs: i64,
+    /// Jobs by state and live dedup records, per queue, in the copy.
+    #[prost(message, repeated, tag="7")]
+    pub queues: ::prost::alloc::vec::Vec<QueueInfo>,
+    #[prost(message, repeated, tag="8")]
+    pub files: ::prost::alloc::vec::Vec<BackupFile>,
+}
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct BackupFile {
+    /// Relative to the backup's root, with forward slashes.
+    #[prost(string, tag="1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(int64, tag="2")]
+    pub size: i64,
+    /// Lowercase hex.
+    #[prost(string, tag="3")]
+    pub sha256: ::prost::alloc::string::String,
+}
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ReadBackupFileRequest {
+    #[prost(string, tag="1")]
+    pub backup_id: ::prost::alloc::string::String,
+    #[prost(string, tag="2")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(int64, tag="3")]
+    pub offset: i64,
+    /// At most this many bytes (default and maximum 1 MiB).
+    #[prost(int32, tag="4")]
+    pub max_bytes: i32,
+}
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ReadBackupFileResponse {
+    #[prost(bytes="vec", tag="1")]
+    pub data: ::prost::alloc::vec::Vec<u8>,
+    /// Set when data ends at the end of the file.
+    #[prost(bool, tag="2")]
+    pub eof: bool,
+}
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct DeleteBackupRequest {
+    #[prost(string, tag="1")]
+    pub backup_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct DeleteBackupResponse {
+}
+#[allow(clippy::derive_partial_eq_without_eq)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ClaimEffectRequest {
     #[prost(string, tag="1")]
     pub scope: ::prost::alloc::string::String,

@@ -51,6 +51,18 @@ const (
 	// AdminServiceListOutboxesProcedure is the fully-qualified name of the AdminService's ListOutboxes
 	// RPC.
 	AdminServiceListOutboxesProcedure = "/sepp.v1.AdminService/ListOutboxes"
+	// AdminServiceListSchedulesProcedure is the fully-qualified name of the AdminService's
+	// ListSchedules RPC.
+	AdminServiceListSchedulesProcedure = "/sepp.v1.AdminService/ListSchedules"
+	// AdminServiceCreateBackupProcedure is the fully-qualified name of the AdminService's CreateBackup
+	// RPC.
+	AdminServiceCreateBackupProcedure = "/sepp.v1.AdminService/CreateBackup"
+	// AdminServiceReadBackupFileProcedure is the fully-qualified name of the AdminService's
+	// ReadBackupFile RPC.
+	AdminServiceReadBackupFileProcedure = "/sepp.v1.AdminService/ReadBackupFile"
+	// AdminServiceDeleteBackupProcedure is the fully-qualified name of the AdminService's DeleteBackup
+	// RPC.
+	AdminServiceDeleteBackupProcedure = "/sepp.v1.AdminService/DeleteBackup"
 )
 
 // AdminServiceClient is a client for the sepp.v1.AdminService service.
@@ -62,6 +74,18 @@ type AdminServiceClient interface {
 	PauseQueue(context.Context, *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error)
 	ResumeQueue(context.Context, *v1.ResumeQueueRequest) (*v1.ResumeQueueResponse, error)
 	ListOutboxes(context.Context, *v1.ListOutboxesRequest) (*v1.ListOutboxesResponse, error)
+	ListSchedules(context.Context, *v1.ListSchedulesRequest) (*v1.ListSchedulesResponse, error)
+	// CreateBackup makes a consistent copy of the embedded store while the
+	// server keeps serving (a Pebble checkpoint beside the data directory, hard
+	// links where the file system allows) and returns its id and manifest;
+	// ReadBackupFile then fetches each file the manifest lists, and
+	// DeleteBackup removes the copy. The server removes a copy nobody deleted
+	// an hour after it was made, and every copy at start. FAILED_PRECONDITION
+	// (BACKUP_UNSUPPORTED) on the PostgreSQL backend, which PostgreSQL's own
+	// tools back up. Role admin.
+	CreateBackup(context.Context, *v1.CreateBackupRequest) (*v1.CreateBackupResponse, error)
+	ReadBackupFile(context.Context, *v1.ReadBackupFileRequest) (*v1.ReadBackupFileResponse, error)
+	DeleteBackup(context.Context, *v1.DeleteBackupRequest) (*v1.DeleteBackupResponse, error)
 }
 
 // NewAdminServiceClient constructs a client for the sepp.v1.AdminService service. By default, it
@@ -117,6 +141,30 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("ListOutboxes")),
 			connect.WithClientOptions(opts...),
 		),
+		listSchedules: connect.NewClient[v1.ListSchedulesRequest, v1.ListSchedulesResponse](
+			httpClient,
+			baseURL+AdminServiceListSchedulesProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListSchedules")),
+			connect.WithClientOptions(opts...),
+		),
+		createBackup: connect.NewClient[v1.CreateBackupRequest, v1.CreateBackupResponse](
+			httpClient,
+			baseURL+AdminServiceCreateBackupProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("CreateBackup")),
+			connect.WithClientOptions(opts...),
+		),
+		readBackupFile: connect.NewClient[v1.ReadBackupFileRequest, v1.ReadBackupFileResponse](
+			httpClient,
+			baseURL+AdminServiceReadBackupFileProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ReadBackupFile")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteBackup: connect.NewClient[v1.DeleteBackupRequest, v1.DeleteBackupResponse](
+			httpClient,
+			baseURL+AdminServiceDeleteBackupProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("DeleteBackup")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -129,6 +177,10 @@ type adminServiceClient struct {
 	pauseQueue      *connect.Client[v1.PauseQueueRequest, v1.PauseQueueResponse]
 	resumeQueue     *connect.Client[v1.ResumeQueueRequest, v1.ResumeQueueResponse]
 	listOutboxes    *connect.Client[v1.ListOutboxesRequest, v1.ListOutboxesResponse]
+	listSchedules   *connect.Client[v1.ListSchedulesRequest, v1.ListSchedulesResponse]
+	createBackup    *connect.Client[v1.CreateBackupRequest, v1.CreateBackupResponse]
+	readBackupFile  *connect.Client[v1.ReadBackupFileRequest, v1.ReadBackupFileResponse]
+	deleteBackup    *connect.Client[v1.DeleteBackupRequest, v1.DeleteBackupResponse]
 }
 
 // ListQueues calls sepp.v1.AdminService.ListQueues.
@@ -194,6 +246,42 @@ func (c *adminServiceClient) ListOutboxes(ctx context.Context, req *v1.ListOutbo
 	return nil, err
 }
 
+// ListSchedules calls sepp.v1.AdminService.ListSchedules.
+func (c *adminServiceClient) ListSchedules(ctx context.Context, req *v1.ListSchedulesRequest) (*v1.ListSchedulesResponse, error) {
+	response, err := c.listSchedules.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// CreateBackup calls sepp.v1.AdminService.CreateBackup.
+func (c *adminServiceClient) CreateBackup(ctx context.Context, req *v1.CreateBackupRequest) (*v1.CreateBackupResponse, error) {
+	response, err := c.createBackup.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// ReadBackupFile calls sepp.v1.AdminService.ReadBackupFile.
+func (c *adminServiceClient) ReadBackupFile(ctx context.Context, req *v1.ReadBackupFileRequest) (*v1.ReadBackupFileResponse, error) {
+	response, err := c.readBackupFile.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// DeleteBackup calls sepp.v1.AdminService.DeleteBackup.
+func (c *adminServiceClient) DeleteBackup(ctx context.Context, req *v1.DeleteBackupRequest) (*v1.DeleteBackupResponse, error) {
+	response, err := c.deleteBackup.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // AdminServiceHandler is an implementation of the sepp.v1.AdminService service.
 type AdminServiceHandler interface {
 	ListQueues(context.Context, *v1.ListQueuesRequest) (*v1.ListQueuesResponse, error)
@@ -203,6 +291,18 @@ type AdminServiceHandler interface {
 	PauseQueue(context.Context, *v1.PauseQueueRequest) (*v1.PauseQueueResponse, error)
 	ResumeQueue(context.Context, *v1.ResumeQueueRequest) (*v1.ResumeQueueResponse, error)
 	ListOutboxes(context.Context, *v1.ListOutboxesRequest) (*v1.ListOutboxesResponse, error)
+	ListSchedules(context.Context, *v1.ListSchedulesRequest) (*v1.ListSchedulesResponse, error)
+	// CreateBackup makes a consistent copy of the embedded store while the
+	// server keeps serving (a Pebble checkpoint beside the data directory, hard
+	// links where the file system allows) and returns its id and manifest;
+	// ReadBackupFile then fetches each file the manifest lists, and
+	// DeleteBackup removes the copy. The server removes a copy nobody deleted
+	// an hour after it was made, and every copy at start. FAILED_PRECONDITION
+	// (BACKUP_UNSUPPORTED) on the PostgreSQL backend, which PostgreSQL's own
+	// tools back up. Role admin.
+	CreateBackup(context.Context, *v1.CreateBackupRequest) (*v1.CreateBackupResponse, error)
+	ReadBackupFile(context.Context, *v1.ReadBackupFileRequest) (*v1.ReadBackupFileResponse, error)
+	DeleteBackup(context.Context, *v1.DeleteBackupRequest) (*v1.DeleteBackupResponse, error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -254,6 +354,30 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("ListOutboxes")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceListSchedulesHandler := connect.NewUnaryHandlerSimple(
+		AdminServiceListSchedulesProcedure,
+		svc.ListSchedules,
+		connect.WithSchema(adminServiceMethods.ByName("ListSchedules")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceCreateBackupHandler := connect.NewUnaryHandlerSimple(
+		AdminServiceCreateBackupProcedure,
+		svc.CreateBackup,
+		connect.WithSchema(adminServiceMethods.ByName("CreateBackup")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceReadBackupFileHandler := connect.NewUnaryHandlerSimple(
+		AdminServiceReadBackupFileProcedure,
+		svc.ReadBackupFile,
+		connect.WithSchema(adminServiceMethods.ByName("ReadBackupFile")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceDeleteBackupHandler := connect.NewUnaryHandlerSimple(
+		AdminServiceDeleteBackupProcedure,
+		svc.DeleteBackup,
+		connect.WithSchema(adminServiceMethods.ByName("DeleteBackup")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/sepp.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceListQueuesProcedure:
@@ -270,6 +394,14 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceResumeQueueHandler.ServeHTTP(w, r)
 		case AdminServiceListOutboxesProcedure:
 			adminServiceListOutboxesHandler.ServeHTTP(w, r)
+		case AdminServiceListSchedulesProcedure:
+			adminServiceListSchedulesHandler.ServeHTTP(w, r)
+		case AdminServiceCreateBackupProcedure:
+			adminServiceCreateBackupHandler.ServeHTTP(w, r)
+		case AdminServiceReadBackupFileProcedure:
+			adminServiceReadBackupFileHandler.ServeHTTP(w, r)
+		case AdminServiceDeleteBackupProcedure:
+			adminServiceDeleteBackupHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -305,4 +437,20 @@ func (UnimplementedAdminServiceHandler) ResumeQueue(context.Context, *v1.ResumeQ
 
 func (UnimplementedAdminServiceHandler) ListOutboxes(context.Context, *v1.ListOutboxesRequest) (*v1.ListOutboxesResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.ListOutboxes is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListSchedules(context.Context, *v1.ListSchedulesRequest) (*v1.ListSchedulesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.ListSchedules is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) CreateBackup(context.Context, *v1.CreateBackupRequest) (*v1.CreateBackupResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.CreateBackup is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ReadBackupFile(context.Context, *v1.ReadBackupFileRequest) (*v1.ReadBackupFileResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.ReadBackupFile is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) DeleteBackup(context.Context, *v1.DeleteBackupRequest) (*v1.DeleteBackupResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("sepp.v1.AdminService.DeleteBackup is not implemented"))
 }

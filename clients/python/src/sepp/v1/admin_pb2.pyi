@@ -7,6 +7,58 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class BackupFile(_message.Message):
+    __slots__ = ["path", "sha256", "size"]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    sha256: str
+    size: int
+    def __init__(self, path: _Optional[str] = ..., size: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class BackupManifest(_message.Message):
+    __slots__ = ["acked_commits", "acked_jobs", "created_at", "files", "format", "queues", "schema_version", "server_version"]
+    ACKED_COMMITS_FIELD_NUMBER: _ClassVar[int]
+    ACKED_JOBS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    acked_commits: int
+    acked_jobs: int
+    created_at: _timestamp_pb2.Timestamp
+    files: _containers.RepeatedCompositeFieldContainer[BackupFile]
+    format: str
+    queues: _containers.RepeatedCompositeFieldContainer[QueueInfo]
+    schema_version: int
+    server_version: str
+    def __init__(self, format: _Optional[str] = ..., server_version: _Optional[str] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., schema_version: _Optional[int] = ..., acked_commits: _Optional[int] = ..., acked_jobs: _Optional[int] = ..., queues: _Optional[_Iterable[_Union[QueueInfo, _Mapping]]] = ..., files: _Optional[_Iterable[_Union[BackupFile, _Mapping]]] = ...) -> None: ...
+
+class CreateBackupRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class CreateBackupResponse(_message.Message):
+    __slots__ = ["backup_id", "manifest"]
+    BACKUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    backup_id: str
+    manifest: BackupManifest
+    def __init__(self, backup_id: _Optional[str] = ..., manifest: _Optional[_Union[BackupManifest, _Mapping]] = ...) -> None: ...
+
+class DeleteBackupRequest(_message.Message):
+    __slots__ = ["backup_id"]
+    BACKUP_ID_FIELD_NUMBER: _ClassVar[int]
+    backup_id: str
+    def __init__(self, backup_id: _Optional[str] = ...) -> None: ...
+
+class DeleteBackupResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class ListJobsRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "queue", "state"]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -46,6 +98,16 @@ class ListQueuesResponse(_message.Message):
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedCompositeFieldContainer[QueueInfo]
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueInfo, _Mapping]]] = ...) -> None: ...
+
+class ListSchedulesRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListSchedulesResponse(_message.Message):
+    __slots__ = ["schedules"]
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    schedules: _containers.RepeatedCompositeFieldContainer[ScheduleInfo]
+    def __init__(self, schedules: _Optional[_Iterable[_Union[ScheduleInfo, _Mapping]]] = ...) -> None: ...
 
 class OutboxInfo(_message.Message):
     __slots__ = ["checked_at", "dead", "dialect", "lag_ms", "last_error", "name", "relayed", "table"]
@@ -125,6 +187,26 @@ class QueueInfo(_message.Message):
     scheduled: int
     def __init__(self, name: _Optional[str] = ..., scheduled: _Optional[int] = ..., available: _Optional[int] = ..., reserved: _Optional[int] = ..., completed: _Optional[int] = ..., dead: _Optional[int] = ..., cancelled: _Optional[int] = ..., dedup_records: _Optional[int] = ..., paused: bool = ..., held_follow_up: _Optional[int] = ..., held_concurrency: _Optional[int] = ..., held_rate: _Optional[int] = ...) -> None: ...
 
+class ReadBackupFileRequest(_message.Message):
+    __slots__ = ["backup_id", "max_bytes", "offset", "path"]
+    BACKUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    backup_id: str
+    max_bytes: int
+    offset: int
+    path: str
+    def __init__(self, backup_id: _Optional[str] = ..., path: _Optional[str] = ..., offset: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class ReadBackupFileResponse(_message.Message):
+    __slots__ = ["data", "eof"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    EOF_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    eof: bool
+    def __init__(self, data: _Optional[bytes] = ..., eof: bool = ...) -> None: ...
+
 class RequeueDeadJobsRequest(_message.Message):
     __slots__ = ["all", "job_ids", "queue"]
     ALL_FIELD_NUMBER: _ClassVar[int]
@@ -154,3 +236,27 @@ class ResumeQueueRequest(_message.Message):
 class ResumeQueueResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class ScheduleInfo(_message.Message):
+    __slots__ = ["catch_up", "cron", "job_type", "last_error", "last_job_id", "last_tick", "name", "next_tick", "queue", "timezone"]
+    CATCH_UP_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    JOB_TYPE_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    LAST_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_TICK_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TICK_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    TIMEZONE_FIELD_NUMBER: _ClassVar[int]
+    catch_up: str
+    cron: str
+    job_type: str
+    last_error: str
+    last_job_id: str
+    last_tick: _timestamp_pb2.Timestamp
+    name: str
+    next_tick: _timestamp_pb2.Timestamp
+    queue: str
+    timezone: str
+    def __init__(self, name: _Optional[str] = ..., cron: _Optional[str] = ..., timezone: _Optional[str] = ..., queue: _Optional[str] = ..., job_type: _Optional[str] = ..., catch_up: _Optional[str] = ..., last_tick: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., next_tick: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., last_job_id: _Optional[str] = ..., last_error: _Optional[str] = ...) -> None: ...

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file sepp/v1/admin.proto.
  */
 export const file_sepp_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChNzZXBwL3YxL2FkbWluLnByb3RvEgdzZXBwLnYxIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjgKEkxpc3RRdWV1ZXNSZXNwb25zZRIiCgZxdWV1ZXMYASADKAsyEi5zZXBwLnYxLlF1ZXVlSW5mbyLxAQoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSEQoJc2NoZWR1bGVkGAIgASgDEhEKCWF2YWlsYWJsZRgDIAEoAxIQCghyZXNlcnZlZBgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSFQoNZGVkdXBfcmVjb3JkcxgIIAEoAxIOCgZwYXVzZWQYCSABKAgSFgoOaGVsZF9mb2xsb3dfdXAYCiABKAMSGAoQaGVsZF9jb25jdXJyZW5jeRgLIAEoAxIRCgloZWxkX3JhdGUYDCABKAMiaQoPTGlzdEpvYnNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEiAKBXN0YXRlGAIgASgOMhEuc2VwcC52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJHChBMaXN0Sm9ic1Jlc3BvbnNlEhoKBGpvYnMYASADKAsyDC5zZXBwLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRQoWUmVxdWV1ZURlYWRKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIPCgdqb2JfaWRzGAIgAygJEgsKA2FsbBgDIAEoCCJEChdSZXF1ZXVlRGVhZEpvYnNSZXNwb25zZRIQCghyZXF1ZXVlZBgBIAEoAxIXCg9taXNzaW5nX2pvYl9pZHMYAiADKAkiQwoUUHVyZ2VEZWFkSm9ic1JlcXVlc3QSDQoFcXVldWUYASABKAkSDwoHam9iX2lkcxgCIAMoCRILCgNhbGwYAyABKAgiQAoVUHVyZ2VEZWFkSm9ic1Jlc3BvbnNlEg4KBnB1cmdlZBgBIAEoAxIXCg9taXNzaW5nX2pvYl9pZHMYAiADKAkiMgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSDgoGY3JlYXRlGAIgASgIIhQKElBhdXNlUXVldWVSZXNwb25zZSIzChJSZXN1bWVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSDgoGY3JlYXRlGAIgASgIIhUKE1Jlc3VtZVF1ZXVlUmVzcG9uc2UiFQoTTGlzdE91dGJveGVzUmVxdWVzdCI9ChRMaXN0T3V0Ym94ZXNSZXNwb25zZRIlCghvdXRib3hlcxgBIAMoCzITLnNlcHAudjEuT3V0Ym94SW5mbyKtAQoKT3V0Ym94SW5mbxIMCgRuYW1lGAEgASgJEg8KB2RpYWxlY3QYAiABKAkSDQoFdGFibGUYAyABKAkSDgoGbGFnX21zGAQgASgDEg8KB3JlbGF5ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIuCgpjaGVja2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpsYXN0X2Vycm9yGAggASgJMqgECgxBZG1pblNlcnZpY2USRwoKTGlzdFF1ZXVlcxIaLnNlcHAudjEuTGlzdFF1ZXVlc1JlcXVlc3QaGy5zZXBwLnYxLkxpc3RRdWV1ZXNSZXNwb25zZSIAEkEKCExpc3RKb2JzEhguc2VwcC52MS5MaXN0Sm9ic1JlcXVlc3QaGS5zZXBwLnYxLkxpc3RKb2JzUmVzcG9uc2UiABJWCg9SZXF1ZXVlRGVhZEpvYnMSHy5zZXBwLnYxLlJlcXVldWVEZWFkSm9ic1JlcXVlc3QaIC5zZXBwLnYxLlJlcXVldWVEZWFkSm9ic1Jlc3BvbnNlIgASUAoNUHVyZ2VEZWFkSm9icxIdLnNlcHAudjEuUHVyZ2VEZWFkSm9ic1JlcXVlc3QaHi5zZXBwLnYxLlB1cmdlRGVhZEpvYnNSZXNwb25zZSIAEkcKClBhdXNlUXVldWUSGi5zZXBwLnYxLlBhdXNlUXVldWVSZXF1ZXN0Ghsuc2VwcC52MS5QYXVzZVF1ZXVlUmVzcG9uc2UiABJKCgtSZXN1bWVRdWV1ZRIbLnNlcHAudjEuUmVzdW1lUXVldWVSZXF1ZXN0Ghwuc2VwcC52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlIgASTQoMTGlzdE91dGJveGVzEhwuc2VwcC52MS5MaXN0T3V0Ym94ZXNSZXF1ZXN0Gh0uc2VwcC52MS5MaXN0T3V0Ym94ZXNSZXNwb25zZSIAQi1aK2dpdGh1Yi5jb20vc2VwcC1kZXYvc2VwcC9nZW4vc2VwcC92MTtzZXBwdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_sepp_v1_job]);
+  fileDesc("ChNzZXBwL3YxL2FkbWluLnByb3RvEgdzZXBwLnYxIhMKEUxpc3RRdWV1ZXNSZXF1ZXN0IjgKEkxpc3RRdWV1ZXNSZXNwb25zZRIiCgZxdWV1ZXMYASADKAsyEi5zZXBwLnYxLlF1ZXVlSW5mbyLxAQoJUXVldWVJbmZvEgwKBG5hbWUYASABKAkSEQoJc2NoZWR1bGVkGAIgASgDEhEKCWF2YWlsYWJsZRgDIAEoAxIQCghyZXNlcnZlZBgEIAEoAxIRCgljb21wbGV0ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIRCgljYW5jZWxsZWQYByABKAMSFQoNZGVkdXBfcmVjb3JkcxgIIAEoAxIOCgZwYXVzZWQYCSABKAgSFgoOaGVsZF9mb2xsb3dfdXAYCiABKAMSGAoQaGVsZF9jb25jdXJyZW5jeRgLIAEoAxIRCgloZWxkX3JhdGUYDCABKAMiaQoPTGlzdEpvYnNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEiAKBXN0YXRlGAIgASgOMhEuc2VwcC52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJHChBMaXN0Sm9ic1Jlc3BvbnNlEhoKBGpvYnMYASADKAsyDC5zZXBwLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRQoWUmVxdWV1ZURlYWRKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIPCgdqb2JfaWRzGAIgAygJEgsKA2FsbBgDIAEoCCJEChdSZXF1ZXVlRGVhZEpvYnNSZXNwb25zZRIQCghyZXF1ZXVlZBgBIAEoAxIXCg9taXNzaW5nX2pvYl9pZHMYAiADKAkiQwoUUHVyZ2VEZWFkSm9ic1JlcXVlc3QSDQoFcXVldWUYASABKAkSDwoHam9iX2lkcxgCIAMoCRILCgNhbGwYAyABKAgiQAoVUHVyZ2VEZWFkSm9ic1Jlc3BvbnNlEg4KBnB1cmdlZBgBIAEoAxIXCg9taXNzaW5nX2pvYl9pZHMYAiADKAkiMgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSDgoGY3JlYXRlGAIgASgIIhQKElBhdXNlUXVldWVSZXNwb25zZSIzChJSZXN1bWVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSDgoGY3JlYXRlGAIgASgIIhUKE1Jlc3VtZVF1ZXVlUmVzcG9uc2UiFQoTTGlzdE91dGJveGVzUmVxdWVzdCI9ChRMaXN0T3V0Ym94ZXNSZXNwb25zZRIlCghvdXRib3hlcxgBIAMoCzITLnNlcHAudjEuT3V0Ym94SW5mbyKtAQoKT3V0Ym94SW5mbxIMCgRuYW1lGAEgASgJEg8KB2RpYWxlY3QYAiABKAkSDQoFdGFibGUYAyABKAkSDgoGbGFnX21zGAQgASgDEg8KB3JlbGF5ZWQYBSABKAMSDAoEZGVhZBgGIAEoAxIuCgpjaGVja2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpsYXN0X2Vycm9yGAggASgJIhYKFExpc3RTY2hlZHVsZXNSZXF1ZXN0IkEKFUxpc3RTY2hlZHVsZXNSZXNwb25zZRIoCglzY2hlZHVsZXMYASADKAsyFS5zZXBwLnYxLlNjaGVkdWxlSW5mbyL2AQoMU2NoZWR1bGVJbmZvEgwKBG5hbWUYASABKAkSDAoEY3JvbhgCIAEoCRIQCgh0aW1lem9uZRgDIAEoCRINCgVxdWV1ZRgEIAEoCRIQCghqb2JfdHlwZRgFIAEoCRIQCghjYXRjaF91cBgGIAEoCRItCglsYXN0X3RpY2sYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCW5leHRfdGljaxgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLbGFzdF9qb2JfaWQYCSABKAkSEgoKbGFzdF9lcnJvchgKIAEoCSIVChNDcmVhdGVCYWNrdXBSZXF1ZXN0IlQKFENyZWF0ZUJhY2t1cFJlc3BvbnNlEhEKCWJhY2t1cF9pZBgBIAEoCRIpCghtYW5pZmVzdBgCIAEoCzIXLnNlcHAudjEuQmFja3VwTWFuaWZlc3Qi8wEKDkJhY2t1cE1hbmlmZXN0Eg4KBmZvcm1hdBgBIAEoCRIWCg5zZXJ2ZXJfdmVyc2lvbhgCIAEoCRIuCgpjcmVhdGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5zY2hlbWFfdmVyc2lvbhgEIAEoAxIVCg1hY2tlZF9jb21taXRzGAUgASgDEhIKCmFja2VkX2pvYnMYBiABKAMSIgoGcXVldWVzGAcgAygLMhIuc2VwcC52MS5RdWV1ZUluZm8SIgoFZmlsZXMYCCADKAsyEy5zZXBwLnYxLkJhY2t1cEZpbGUiOAoKQmFja3VwRmlsZRIMCgRwYXRoGAEgASgJEgwKBHNpemUYAiABKAMSDgoGc2hhMjU2GAMgASgJIlsKFVJlYWRCYWNrdXBGaWxlUmVxdWVzdBIRCgliYWNrdXBfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgFIjMKFlJlYWRCYWNrdXBGaWxlUmVzcG9uc2USDAoEZGF0YRgBIAEoDBILCgNlb2YYAiABKAgiKAoTRGVsZXRlQmFja3VwUmVxdWVzdBIRCgliYWNrdXBfaWQYASABKAkiFgoURGVsZXRlQmFja3VwUmVzcG9uc2Uy7QYKDEFkbWluU2VydmljZRJHCgpMaXN0UXVldWVzEhouc2VwcC52MS5MaXN0UXVldWVzUmVxdWVzdBobLnNlcHAudjEuTGlzdFF1ZXVlc1Jlc3BvbnNlIgASQQoITGlzdEpvYnMSGC5zZXBwLnYxLkxpc3RKb2JzUmVxdWVzdBoZLnNlcHAudjEuTGlzdEpvYnNSZXNwb25zZSIAElYKD1JlcXVldWVEZWFkSm9icxIfLnNlcHAudjEuUmVxdWV1ZURlYWRKb2JzUmVxdWVzdBogLnNlcHAudjEuUmVxdWV1ZURlYWRKb2JzUmVzcG9uc2UiABJQCg1QdXJnZURlYWRKb2JzEh0uc2VwcC52MS5QdXJnZURlYWRKb2JzUmVxdWVzdBoeLnNlcHAudjEuUHVyZ2VEZWFkSm9ic1Jlc3BvbnNlIgASRwoKUGF1c2VRdWV1ZRIaLnNlcHAudjEuUGF1c2VRdWV1ZVJlcXVlc3QaGy5zZXBwLnYxLlBhdXNlUXVldWVSZXNwb25zZSIAEkoKC1Jlc3VtZVF1ZXVlEhsuc2VwcC52MS5SZXN1bWVRdWV1ZVJlcXVlc3QaHC5zZXBwLnYxLlJlc3VtZVF1ZXVlUmVzcG9uc2UiABJNCgxMaXN0T3V0Ym94ZXMSHC5zZXBwLnYxLkxpc3RPdXRib3hlc1JlcXVlc3QaHS5zZXBwLnYxLkxpc3RPdXRib3hlc1Jlc3BvbnNlIgASUAoNTGlzdFNjaGVkdWxlcxIdLnNlcHAudjEuTGlzdFNjaGVkdWxlc1JlcXVlc3QaHi5zZXBwLnYxLkxpc3RTY2hlZHVsZXNSZXNwb25zZSIAEk0KDENyZWF0ZUJhY2t1cBIcLnNlcHAudjEuQ3JlYXRlQmFja3VwUmVxdWVzdBodLnNlcHAudjEuQ3JlYXRlQmFja3VwUmVzcG9uc2UiABJTCg5SZWFkQmFja3VwRmlsZRIeLnNlcHAudjEuUmVhZEJhY2t1cEZpbGVSZXF1ZXN0Gh8uc2VwcC52MS5SZWFkQmFja3VwRmlsZVJlc3BvbnNlIgASTQoMRGVsZXRlQmFja3VwEhwuc2VwcC52MS5EZWxldGVCYWNrdXBSZXF1ZXN0Gh0uc2VwcC52MS5EZWxldGVCYWNrdXBSZXNwb25zZSIAQi1aK2dpdGh1Yi5jb20vc2VwcC1kZXYvc2VwcC9nZW4vc2VwcC92MTtzZXBwdjFiBnByb3RvMw", [file_google_protobuf_timestamp, file_sepp_v1_job]);
 
 /**
  * @generated from message sepp.v1.ListQueuesRequest
@@ -466,6 +466,342 @@ export const OutboxInfoSchema: GenMessage<OutboxInfo> = /*@__PURE__*/
   messageDesc(file_sepp_v1_admin, 15);
 
 /**
+ * @generated from message sepp.v1.ListSchedulesRequest
+ */
+export type ListSchedulesRequest = Message<"sepp.v1.ListSchedulesRequest"> & {
+};
+
+/**
+ * Describes the message sepp.v1.ListSchedulesRequest.
+ * Use `create(ListSchedulesRequestSchema)` to create a new message.
+ */
+export const ListSchedulesRequestSchema: GenMessage<ListSchedulesRequest> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 16);
+
+/**
+ * @generated from message sepp.v1.ListSchedulesResponse
+ */
+export type ListSchedulesResponse = Message<"sepp.v1.ListSchedulesResponse"> & {
+  /**
+   * The [[schedules]] of this node's configuration, in config order.
+   *
+   * @generated from field: repeated sepp.v1.ScheduleInfo schedules = 1;
+   */
+  schedules: ScheduleInfo[];
+};
+
+/**
+ * Describes the message sepp.v1.ListSchedulesResponse.
+ * Use `create(ListSchedulesResponseSchema)` to create a new message.
+ */
+export const ListSchedulesResponseSchema: GenMessage<ListSchedulesResponse> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 17);
+
+/**
+ * ScheduleInfo is one [[schedules]] entry and its stored state, which every
+ * node sharing the store shares.
+ *
+ * @generated from message sepp.v1.ScheduleInfo
+ */
+export type ScheduleInfo = Message<"sepp.v1.ScheduleInfo"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * As configured: five cron fields, a descriptor such as "@hourly", or
+   * "@every 30s".
+   *
+   * @generated from field: string cron = 2;
+   */
+  cron: string;
+
+  /**
+   * The IANA zone the cron fields are read in ("UTC" when not set).
+   *
+   * @generated from field: string timezone = 3;
+   */
+  timezone: string;
+
+  /**
+   * @generated from field: string queue = 4;
+   */
+  queue: string;
+
+  /**
+   * @generated from field: string job_type = 5;
+   */
+  jobType: string;
+
+  /**
+   * "none", "last" or "all".
+   *
+   * @generated from field: string catch_up = 6;
+   */
+  catchUp: string;
+
+  /**
+   * The latest tick whose job exists (enqueued by any node); unset before
+   * the first.
+   *
+   * @generated from field: google.protobuf.Timestamp last_tick = 7;
+   */
+  lastTick?: Timestamp | undefined;
+
+  /**
+   * The next tick to fire.
+   *
+   * @generated from field: google.protobuf.Timestamp next_tick = 8;
+   */
+  nextTick?: Timestamp | undefined;
+
+  /**
+   * The job of last_tick, when this node knows it.
+   *
+   * @generated from field: string last_job_id = 9;
+   */
+  lastJobId: string;
+
+  /**
+   * This node's last error firing a tick; empty after a success.
+   *
+   * @generated from field: string last_error = 10;
+   */
+  lastError: string;
+};
+
+/**
+ * Describes the message sepp.v1.ScheduleInfo.
+ * Use `create(ScheduleInfoSchema)` to create a new message.
+ */
+export const ScheduleInfoSchema: GenMessage<ScheduleInfo> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 18);
+
+/**
+ * @generated from message sepp.v1.CreateBackupRequest
+ */
+export type CreateBackupRequest = Message<"sepp.v1.CreateBackupRequest"> & {
+};
+
+/**
+ * Describes the message sepp.v1.CreateBackupRequest.
+ * Use `create(CreateBackupRequestSchema)` to create a new message.
+ */
+export const CreateBackupRequestSchema: GenMessage<CreateBackupRequest> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 19);
+
+/**
+ * @generated from message sepp.v1.CreateBackupResponse
+ */
+export type CreateBackupResponse = Message<"sepp.v1.CreateBackupResponse"> & {
+  /**
+   * Names the copy in ReadBackupFile and DeleteBackup.
+   *
+   * @generated from field: string backup_id = 1;
+   */
+  backupId: string;
+
+  /**
+   * @generated from field: sepp.v1.BackupManifest manifest = 2;
+   */
+  manifest?: BackupManifest | undefined;
+};
+
+/**
+ * Describes the message sepp.v1.CreateBackupResponse.
+ * Use `create(CreateBackupResponseSchema)` to create a new message.
+ */
+export const CreateBackupResponseSchema: GenMessage<CreateBackupResponse> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 20);
+
+/**
+ * BackupManifest describes a backup: what made it, when, what it holds, and
+ * every file with its size and SHA-256, so a restore can verify it. sepp
+ * backup writes it as manifest.json (protojson) beside the files.
+ *
+ * @generated from message sepp.v1.BackupManifest
+ */
+export type BackupManifest = Message<"sepp.v1.BackupManifest"> & {
+  /**
+   * "sepp-backup/1".
+   *
+   * @generated from field: string format = 1;
+   */
+  format: string;
+
+  /**
+   * The version of the server that made it.
+   *
+   * @generated from field: string server_version = 2;
+   */
+  serverVersion: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 3;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * The store's schema version.
+   *
+   * @generated from field: int64 schema_version = 4;
+   */
+  schemaVersion: bigint;
+
+  /**
+   * The acknowledgement mark the copy holds: the group commits, and the jobs
+   * they created, up to the moment of the copy.
+   *
+   * @generated from field: int64 acked_commits = 5;
+   */
+  ackedCommits: bigint;
+
+  /**
+   * @generated from field: int64 acked_jobs = 6;
+   */
+  ackedJobs: bigint;
+
+  /**
+   * Jobs by state and live dedup records, per queue, in the copy.
+   *
+   * @generated from field: repeated sepp.v1.QueueInfo queues = 7;
+   */
+  queues: QueueInfo[];
+
+  /**
+   * @generated from field: repeated sepp.v1.BackupFile files = 8;
+   */
+  files: BackupFile[];
+};
+
+/**
+ * Describes the message sepp.v1.BackupManifest.
+ * Use `create(BackupManifestSchema)` to create a new message.
+ */
+export const BackupManifestSchema: GenMessage<BackupManifest> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 21);
+
+/**
+ * @generated from message sepp.v1.BackupFile
+ */
+export type BackupFile = Message<"sepp.v1.BackupFile"> & {
+  /**
+   * Relative to the backup's root, with forward slashes.
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from field: int64 size = 2;
+   */
+  size: bigint;
+
+  /**
+   * Lowercase hex.
+   *
+   * @generated from field: string sha256 = 3;
+   */
+  sha256: string;
+};
+
+/**
+ * Describes the message sepp.v1.BackupFile.
+ * Use `create(BackupFileSchema)` to create a new message.
+ */
+export const BackupFileSchema: GenMessage<BackupFile> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 22);
+
+/**
+ * @generated from message sepp.v1.ReadBackupFileRequest
+ */
+export type ReadBackupFileRequest = Message<"sepp.v1.ReadBackupFileRequest"> & {
+  /**
+   * @generated from field: string backup_id = 1;
+   */
+  backupId: string;
+
+  /**
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * @generated from field: int64 offset = 3;
+   */
+  offset: bigint;
+
+  /**
+   * At most this many bytes (default and maximum 1 MiB).
+   *
+   * @generated from field: int32 max_bytes = 4;
+   */
+  maxBytes: number;
+};
+
+/**
+ * Describes the message sepp.v1.ReadBackupFileRequest.
+ * Use `create(ReadBackupFileRequestSchema)` to create a new message.
+ */
+export const ReadBackupFileRequestSchema: GenMessage<ReadBackupFileRequest> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 23);
+
+/**
+ * @generated from message sepp.v1.ReadBackupFileResponse
+ */
+export type ReadBackupFileResponse = Message<"sepp.v1.ReadBackupFileResponse"> & {
+  /**
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+
+  /**
+   * Set when data ends at the end of the file.
+   *
+   * @generated from field: bool eof = 2;
+   */
+  eof: boolean;
+};
+
+/**
+ * Describes the message sepp.v1.ReadBackupFileResponse.
+ * Use `create(ReadBackupFileResponseSchema)` to create a new message.
+ */
+export const ReadBackupFileResponseSchema: GenMessage<ReadBackupFileResponse> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 24);
+
+/**
+ * @generated from message sepp.v1.DeleteBackupRequest
+ */
+export type DeleteBackupRequest = Message<"sepp.v1.DeleteBackupRequest"> & {
+  /**
+   * @generated from field: string backup_id = 1;
+   */
+  backupId: string;
+};
+
+/**
+ * Describes the message sepp.v1.DeleteBackupRequest.
+ * Use `create(DeleteBackupRequestSchema)` to create a new message.
+ */
+export const DeleteBackupRequestSchema: GenMessage<DeleteBackupRequest> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 25);
+
+/**
+ * @generated from message sepp.v1.DeleteBackupResponse
+ */
+export type DeleteBackupResponse = Message<"sepp.v1.DeleteBackupResponse"> & {
+};
+
+/**
+ * Describes the message sepp.v1.DeleteBackupResponse.
+ * Use `create(DeleteBackupResponseSchema)` to create a new message.
+ */
+export const DeleteBackupResponseSchema: GenMessage<DeleteBackupResponse> = /*@__PURE__*/
+  messageDesc(file_sepp_v1_admin, 26);
+
+/**
  * AdminService is the operator's API: queues, job listings and the dead letter.
  *
  * @generated from service sepp.v1.AdminService
@@ -526,6 +862,47 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ListOutboxesRequestSchema;
     output: typeof ListOutboxesResponseSchema;
+  },
+  /**
+   * @generated from rpc sepp.v1.AdminService.ListSchedules
+   */
+  listSchedules: {
+    methodKind: "unary";
+    input: typeof ListSchedulesRequestSchema;
+    output: typeof ListSchedulesResponseSchema;
+  },
+  /**
+   * CreateBackup makes a consistent copy of the embedded store while the
+   * server keeps serving (a Pebble checkpoint beside the data directory, hard
+   * links where the file system allows) and returns its id and manifest;
+   * ReadBackupFile then fetches each file the manifest lists, and
+   * DeleteBackup removes the copy. The server removes a copy nobody deleted
+   * an hour after it was made, and every copy at start. FAILED_PRECONDITION
+   * (BACKUP_UNSUPPORTED) on the PostgreSQL backend, which PostgreSQL's own
+   * tools back up. Role admin.
+   *
+   * @generated from rpc sepp.v1.AdminService.CreateBackup
+   */
+  createBackup: {
+    methodKind: "unary";
+    input: typeof CreateBackupRequestSchema;
+    output: typeof CreateBackupResponseSchema;
+  },
+  /**
+   * @generated from rpc sepp.v1.AdminService.ReadBackupFile
+   */
+  readBackupFile: {
+    methodKind: "unary";
+    input: typeof ReadBackupFileRequestSchema;
+    output: typeof ReadBackupFileResponseSchema;
+  },
+  /**
+   * @generated from rpc sepp.v1.AdminService.DeleteBackup
+   */
+  deleteBackup: {
+    methodKind: "unary";
+    input: typeof DeleteBackupRequestSchema;
+    output: typeof DeleteBackupResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_sepp_v1_admin, 0);
