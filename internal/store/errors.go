@@ -43,6 +43,9 @@ var ErrLeaseLost = errors.New("lease lost")
 // ErrEffectNotFound: no live record for (scope, key).
 var ErrEffectNotFound = errors.New("effect not found")
 
+// ErrScheduleNotFound: no node has started a schedule of this name.
+var ErrScheduleNotFound = errors.New("schedule not found")
+
 // ErrUnavailable: the database could not be reached or is restarting; the
 // operation's outcome is unknown, and a keyed retry is safe.
 var ErrUnavailable = errors.New("database unavailable")

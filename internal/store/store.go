@@ -54,6 +54,8 @@ type Store interface {
 	Admin
 	// Effects guards handlers' external effects.
 	Effects
+	// Schedules keeps the state of [[schedules]] that every node shares.
+	Schedules
 
 	// Ping proves that the stored data can be read, with one cheap read
 	// (the health check calls it every few seconds). It fails with
@@ -705,4 +707,53 @@ type RuleKey struct {
 	// Delay schedules a job that finds the window full for the first
 	// moment it has room, instead of refusing it (action = "delay").
 	Delay bool
+}
+
+// Schedules keeps, per [[schedules]] name, what every node sharing the
+// store must agree on to fire each tick once (docs/schedules.md): when the
+// schedule was first seen, and the latest tick whose job was enqueued. The
+// tick's job itself is made exact by its idempotency key; this state only
+// tells a node where to resume, so it may lag the jobs but never runs ahead
+// of them.
+type Schedules interface {
+	// StartSchedule records that the schedule Name was first seen at Now,
+	// unless it was seen before (then nothing changes), and returns its
+	// stored state.
+	StartSchedule(ctx context.Context, params *StartScheduleParams) (*ScheduleState, error)
+	// GetSchedule reads the stored state of one schedule; ErrScheduleNotFound
+	// if it was never started.
+	GetSchedule(ctx context.Context, params *GetScheduleParams) (*ScheduleState, error)
+	// AdvanceSchedule raises the schedule's LastTick to Tick, unless it is
+	// already at or after Tick: it never moves back, whatever order nodes'
+	// calls arrive in. A schedule never started is started at Tick. It
+	// returns the stored state after the call.
+	AdvanceSchedule(ctx context.Context, params *AdvanceScheduleParams) (*ScheduleState, error)
+}
+
+// ScheduleState is the stored state of one schedule.
+type ScheduleState struct {
+	Name string
+	// StartedAt is when a node first saw the schedule: ticks at or before it
+	// never fire (a new schedule does not catch up on its past).
+	StartedAt time.Time
+	// LastTick is the latest tick whose job was enqueued; zero before the
+	// first.
+	LastTick time.Time
+}
+
+// StartScheduleParams are the parameters of Store.StartSchedule.
+type StartScheduleParams struct {
+	Name string
+	Now  time.Time
+}
+
+// GetScheduleParams are the parameters of Store.GetSchedule.
+type GetScheduleParams struct {
+	Name string
+}
+
+// AdvanceScheduleParams are the parameters of Store.AdvanceSchedule.
+type AdvanceScheduleParams struct {
+	Name string
+	Tick time.Time
 }

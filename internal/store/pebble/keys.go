@@ -30,6 +30,7 @@ import (
 //	'a' len(queue) queue rkey                → a rate key's record (rateRecord)
 //	'b' len(queue) queue len(rkey) rkey ^priority run_at id → a job waiting for its rate key's window
 //	'v' at len(queue) queue rkey             → when to look at a rate key again (rateRecord.Timer)
+//	'c' name                                 → a schedule's state (encodeSchedule)
 //
 // The indexes read from their head ('r' per queue, 's', 'l', 'x', 'f' per
 // state, 'y') are walked from a cursor the writer keeps (see cursors), so
@@ -52,6 +53,7 @@ const (
 	kindRate      = 'a'
 	kindRateWait  = 'b'
 	kindRateTimer = 'v'
+	kindSchedule  = 'c'
 )
 
 var schemaKey = []byte{kindSchema}
@@ -201,3 +203,5 @@ func rateWaitKey(r *record) []byte { return waitEntry(rateWaitPrefix(r.Queue, r.
 func rateTimerKey(at int64, queue, rkey string) []byte {
 	return append(appendString(appendInt64([]byte{kindRateTimer}, at), queue), rkey...)
 }
+
+func scheduleKey(name string) []byte { return append([]byte{kindSchedule}, name...) }

@@ -58,6 +58,15 @@ func testClosedStoreRefusesCalls(t *testing.T, s store.Store) {
 			return err
 		}},
 		{"ListQueues", func() error { _, err := s.ListQueues(ctx, &store.ListQueuesParams{Now: t0}); return err }},
+		{"StartSchedule", func() error {
+			_, err := s.StartSchedule(ctx, &store.StartScheduleParams{Name: "s", Now: t0})
+			return err
+		}},
+		{"GetSchedule", func() error { _, err := s.GetSchedule(ctx, &store.GetScheduleParams{Name: "s"}); return err }},
+		{"AdvanceSchedule", func() error {
+			_, err := s.AdvanceSchedule(ctx, &store.AdvanceScheduleParams{Name: "s", Tick: t0})
+			return err
+		}},
 		{"ListJobs", func() error { _, err := s.ListJobs(ctx, &store.ListJobsParams{Limit: 10, Now: t0}); return err }},
 		{"RequeueDead", func() error { _, err := s.RequeueDead(ctx, &store.DeadJobsParams{Now: t0}); return err }},
 		{"PurgeDead", func() error { _, err := s.PurgeDead(ctx, &store.DeadJobsParams{Now: t0}); return err }},

@@ -114,6 +114,7 @@ func Run(t *testing.T, open Opener) {
 		{"ReleaseOnlyNamedStates", testReleaseOnlyNamedStates},
 		{"ReleaseWithoutPolicy", testReleaseWithoutPolicy},
 		{"ReleaseKeepsReplacedRecord", testReleaseKeepsReplacedRecord},
+		{"ScheduleStateMonotonic", testScheduleStateMonotonic},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
