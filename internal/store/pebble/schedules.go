@@ -96,4 +96,3 @@ func (s *Store) AdvanceSchedule(ctx context.Context, p *store.AdvanceSchedulePar
 	})
 	return out, err
 }
-
