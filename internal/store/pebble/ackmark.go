@@ -133,10 +133,7 @@ func openAckMark(dir string) (m *ackMark, c ackCount, ok bool, damaged string, e
 // write records c in the mark, in the file's page cache, where a crash
 // of the process cannot lose it, and asks the syncer to make it durable.
 func (m *ackMark) write(c ackCount) error {
-	b := binary.BigEndian.AppendUint32(m.buf[:0], ackMagic)
-	b = c.encode(b)
-	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
-	if _, err := m.f.WriteAt(b, 0); err != nil {
+	if _, err := m.f.WriteAt(encodeAckMark(m.buf[:0], c), 0); err != nil {
 		return err
 	}
 	if p := m.syncErr.Load(); p != nil {
@@ -147,6 +144,31 @@ func (m *ackMark) write(c ackCount) error {
 	default: // a sync is already due; it covers this write
 	}
 	return nil
+}
+
+// encodeAckMark appends the mark file's content for c to b: a magic
+// number, the count and a checksum of both.
+func encodeAckMark(b []byte, c ackCount) []byte {
+	b = binary.BigEndian.AppendUint32(b, ackMagic)
+	b = c.encode(b)
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+}
+
+// writeAckMarkFile makes a new mark in dir holding c, durable: a copy of the
+// store (backup.go) carries the count its database holds.
+func writeAckMarkFile(dir string, c ackCount) error {
+	f, err := os.OpenFile(filepath.Join(dir, AckMarkFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(encodeAckMark(make([]byte, 0, ackSize), c))
+	if err == nil {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	return syncDir(dir)
 }
 
 // syncer makes the mark durable after each write, off the answer path,

@@ -12,7 +12,17 @@ import (
 // ListQueues implements store.Admin. It scans the jobs and the dedup
 // records once each: an operator's call, not a hot path.
 func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]store.QueueStats, error) {
-	now := p.Now.UnixMicro()
+	var out []store.QueueStats
+	err := s.read(func(db *pebble.DB) (err error) {
+		out, err = queueStats(db, p.Now.UnixMicro())
+		return err
+	})
+	return out, err
+}
+
+// queueStats counts the jobs and live dedup records of r by queue at now:
+// the live database's (ListQueues) or a backup's (backup.go).
+func queueStats(db pebble.Reader, now int64) ([]store.QueueStats, error) {
 	byName := map[string]*store.QueueStats{}
 	stats := func(name string) *store.QueueStats {
 		q := byName[name]
@@ -22,7 +32,7 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 		}
 		return q
 	}
-	err := s.read(func(db *pebble.DB) error {
+	err := func() error {
 		if err := scan(db, []byte{kindJob}, func(k, v []byte) error {
 			var id store.JobID
 			copy(id[:], k[1:])
@@ -59,7 +69,7 @@ func (s *Store) ListQueues(ctx context.Context, p *store.ListQueuesParams) ([]st
 			stats(string(k[1:])).Paused = isPaused(v)
 			return nil
 		})
-	})
+	}()
 	if err != nil {
 		return nil, err
 	}
