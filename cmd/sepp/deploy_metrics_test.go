@@ -95,6 +95,8 @@ poll_interval_ms = 20
 		return len(missing) == 0
 	})
 
+	checkMetricsDocumented(t, httpGet(t, url+"/metrics"))
+
 	prom := prometheusBinary(t)
 	if prom == "" {
 		t.Skip("the prometheus binary is not installed (apt-get install prometheus): checked /metrics, not Prometheus")
@@ -195,6 +197,34 @@ func sqliteOutbox(t *testing.T, path string) *sql.DB {
 		}
 	}
 	return db
+}
+
+// checkMetricsDocumented: docs/observability.md's table of every metric
+// lists exactly the sepp_ metrics a server that did everything serves.
+func checkMetricsDocumented(t *testing.T, scraped string) {
+	t.Helper()
+	var served []string
+	for _, m := range regexp.MustCompile(`(?m)^# HELP (sepp_[a-z_]+) `).FindAllStringSubmatch(scraped, -1) {
+		served = append(served, m[1])
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "observability.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(sepp_[a-z_]+)` \\|").FindAllStringSubmatch(string(doc), -1) {
+		documented = append(documented, m[1])
+	}
+	for _, n := range served {
+		if !slices.Contains(documented, n) {
+			t.Errorf("%s is served but not in docs/observability.md's table of metrics", n)
+		}
+	}
+	for _, n := range documented {
+		if !slices.Contains(served, n) {
+			t.Errorf("docs/observability.md lists %s, which the server does not serve", n)
+		}
+	}
 }
 
 func missingMetrics(names []string, has func(string) bool) []string {

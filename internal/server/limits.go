@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/peer"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
@@ -88,17 +89,21 @@ func (s *Server) startLongPoll(ctx context.Context) (done func(), aerr *apiError
 	p := &s.polls
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	refuse := func(limit string, value int, format string, args ...any) (func(), *apiError) {
+		s.metrics.longPollsRefused.WithLabelValues(limit).Inc()
+		return nil, limitExceeded(limit, int64(value), format, args...)
+	}
 	if p.total >= l.MaxLongPolls {
-		return nil, limitExceeded("max_long_polls", int64(l.MaxLongPolls),
+		return refuse("max_long_polls", l.MaxLongPolls,
 			"the node already holds %d waiting calls, its limit (limits.max_long_polls = %d): retry later, or with wait_ms = 0", p.total, l.MaxLongPolls)
 	}
 	if n := p.byClient[client]; n >= perClient {
-		return nil, limitExceeded("max_long_polls_per_client", int64(perClient),
+		return refuse("max_long_polls_per_client", perClient,
 			"this client (%s) already has %d waiting calls over all its connections, its limit (limits.max_long_polls_per_client = %d): wait for one to return before starting another, or send with wait_ms = 0; more workers than that behind one address or on one token need the limit raised on the server",
 			client, n, perClient)
 	}
 	if n := p.byConn[conn]; n >= l.MaxLongPollsPerConnection {
-		return nil, limitExceeded("max_long_polls_per_connection", int64(l.MaxLongPollsPerConnection),
+		return refuse("max_long_polls_per_connection", l.MaxLongPollsPerConnection,
 			"this connection already has %d waiting calls, its limit (limits.max_long_polls_per_connection = %d): wait for one to return before starting another, or send with wait_ms = 0", n, l.MaxLongPollsPerConnection)
 	}
 	if p.byConn == nil {
@@ -121,6 +126,33 @@ func (s *Server) startLongPoll(ctx context.Context) (done func(), aerr *apiError
 			}
 		})
 	}, nil
+}
+
+// longPollLimits are the label values of sepp_long_polls_refused_total.
+var longPollLimits = []string{"max_long_polls", "max_long_polls_per_client", "max_long_polls_per_connection"}
+
+// longPollGauges reports sepp_long_polls_waiting and sepp_long_polls_limit
+// at each scrape, so that an alert can see the node's waiting calls near
+// limits.max_long_polls before calls are refused.
+type longPollGauges struct{ s *Server }
+
+var (
+	longPollsWaitingDesc = prometheus.NewDesc("sepp_long_polls_waiting", "Waiting calls (Reserve, ClaimEffect with wait_ms > 0) the node holds now.", nil, nil)
+	longPollsLimitDesc   = prometheus.NewDesc("sepp_long_polls_limit", "The node's limit on waiting calls, limits.max_long_polls.", nil, nil)
+)
+
+func (g longPollGauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- longPollsWaitingDesc
+	ch <- longPollsLimitDesc
+}
+
+func (g longPollGauges) Collect(ch chan<- prometheus.Metric) {
+	p := &g.s.polls
+	p.mu.Lock()
+	n := p.total
+	p.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(longPollsWaitingDesc, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(longPollsLimitDesc, prometheus.GaugeValue, float64(g.s.cfg.Limits.MaxLongPolls))
 }
 
 // checkReserveLimits applies limits.max_reserve_queues (counts.go) and

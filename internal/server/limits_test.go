@@ -267,6 +267,21 @@ max_long_polls = 8
 		t.Fatalf("Connect: %d %v", status, body)
 	}
 
+	// /metrics shows the node full and the refusals by limit, which the
+	// SeppLongPollsSaturated and SeppLongPollsRefused alerts read.
+	text := scrape(t, srv)
+	if w, l := sample(text, "sepp_long_polls_waiting"), sample(text, "sepp_long_polls_limit"); w != 8 || l != 8 {
+		t.Errorf("sepp_long_polls_waiting %v, sepp_long_polls_limit %v; want 8 and 8", w, l)
+	}
+	for _, limit := range []string{"max_long_polls", "max_long_polls_per_connection"} {
+		if n := sample(text, `sepp_long_polls_refused_total{limit="`+limit+`"}`); n < 2 {
+			t.Errorf("sepp_long_polls_refused_total{limit=%q} = %v, want at least 2", limit, n)
+		}
+	}
+	if n := sample(text, `sepp_long_polls_refused_total{limit="max_long_polls_per_client"}`); n != 0 {
+		t.Errorf("refusals by max_long_polls_per_client: %v, want 0", n)
+	}
+
 	// Once the waiting calls end, their places are free again: once the
 	// server has seen the cancellations, which it learns of on its own time.
 	cancel()

@@ -32,6 +32,15 @@ type Metrics struct {
 	sweepDeleted  *prometheus.CounterVec
 	recovered     *prometheus.GaugeVec
 	damaged       prometheus.Gauge
+	// storeUp is 1 while the store's last health probe succeeded
+	// (probes.go), sweptAt the wall time of the sweeper's last successful
+	// store call, so that alerts can see a store or a sweeper that stopped.
+	storeUp prometheus.Gauge
+	sweptAt prometheus.Gauge
+	// longPollsRefused counts waiting calls refused by a [limits] bound
+	// (limits.go); the waiting calls themselves are read at scrape time
+	// (longPollGauges).
+	longPollsRefused *prometheus.CounterVec
 	// webhookRequests counts webhook requests by configured path and
 	// answered status (webhook.go).
 	webhookRequests *prometheus.CounterVec
@@ -99,8 +108,26 @@ func NewMetrics() *Metrics {
 			Name: "sepp_webhook_requests_total",
 			Help: "Requests to the [[webhooks]] paths by path and HTTP status answered (202 new job, 200 retry, 401 bad signature, ...).",
 		}, []string{"path", "status"}),
+		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sepp_store_up",
+			Help: "1 while the store answers the health check's read (every 5 s), 0 while it fails: the node then answers NOT_SERVING and its calls fail UNAVAILABLE.",
+		}),
+		sweptAt: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sepp_sweep_last_success_timestamp_seconds",
+			Help: "When the sweeper's last store call succeeded (Unix seconds); the node's start until the first. It stops moving while sweeps fail.",
+		}),
+		longPollsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sepp_long_polls_refused_total",
+			Help: "Waiting calls (Reserve, ClaimEffect with wait_ms > 0) refused with LIMIT_EXCEEDED, by the limit they were over: max_long_polls, max_long_polls_per_client or max_long_polls_per_connection.",
+		}, []string{"limit"}),
+	}
+	m.storeUp.Set(1) // the store opened before the server starts
+	m.sweptAt.SetToCurrentTime()
+	for _, l := range longPollLimits {
+		m.longPollsRefused.WithLabelValues(l)
 	}
 	m.registry.MustRegister(m.enqueues, m.dedupHits, m.dedupOutcomes, m.reserved, m.completions, m.leaseExpired, m.effectClaims, m.commitTime, m.commitJobs, m.sweepDeleted, m.recovered, m.damaged, m.webhookRequests,
+		m.storeUp, m.sweptAt, m.longPollsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.outbox = outboxrelay.NewMetrics(m.registry)
 	return m
@@ -209,4 +236,5 @@ func (m *Metrics) observeSweep(res store.SweepResult) {
 	m.sweepDeleted.WithLabelValues("job").Add(float64(res.Jobs))
 	m.sweepDeleted.WithLabelValues("effect").Add(float64(res.Effects))
 	m.leaseExpired.Add(float64(res.LeasesExpired))
+	m.sweptAt.SetToCurrentTime()
 }

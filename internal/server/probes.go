@@ -54,6 +54,11 @@ func (s *Server) probeStore(timeout time.Duration) error {
 	}
 	h.started, h.err = start, err
 	ok := err == nil
+	if ok {
+		s.metrics.storeUp.Set(1)
+	} else {
+		s.metrics.storeUp.Set(0)
+	}
 	if ok == !h.notServing {
 		return err
 	}

@@ -170,6 +170,9 @@ func TestReadyzStoreUnreadable(t *testing.T) {
 	if !strings.Contains(srv.Logs.String(), "NOT_SERVING") {
 		t.Errorf("no NOT_SERVING line in the log:\n%s", srv.Logs)
 	}
+	if up := sample(scrape(t, srv), "sepp_store_up"); up != 0 {
+		t.Errorf("sepp_store_up with an unreadable store: %v, want 0", up)
+	}
 
 	f.fail.Store(false)
 	srv.Clock.Advance(2*time.Second + time.Millisecond)
@@ -178,6 +181,9 @@ func TestReadyzStoreUnreadable(t *testing.T) {
 	}
 	if st := grpcHealth(t, srv.Addr); st != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("gRPC health after the store recovered: %v, want SERVING", st)
+	}
+	if up := sample(scrape(t, srv), "sepp_store_up"); up != 1 {
+		t.Errorf("sepp_store_up after the store recovered: %v, want 1", up)
 	}
 }
 

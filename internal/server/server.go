@@ -205,6 +205,7 @@ func New(opts Options) (*Server, error) {
 
 	// One registry may serve several servers in tests; the first wins.
 	_ = s.metrics.registry.Register(jobsByState{s})
+	_ = s.metrics.registry.Register(longPollGauges{s})                  // limits.go
 	s.metrics.queues.bound(s.cfg.Declared, s.cfg.Limits.MaxQueueLabels) // queuelabels.go
 
 	interceptors := connect.WithHandlerOptions(
