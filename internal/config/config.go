@@ -64,6 +64,9 @@ type Config struct {
 	// Auth is the [auth] section: the tokens calls must carry (auth.go).
 	// Default: no token, every call accepted.
 	Auth AuthConfig `toml:"auth"`
+	// Tracing is the [tracing] section: OpenTelemetry traces over OTLP
+	// (tracing.go). Default: off.
+	Tracing TracingConfig `toml:"tracing"`
 
 	// byName maps a declared queue's name to its resolved settings; built by
 	// Validate (and so by Load and Parse). nil means "not built": Queue and
@@ -433,7 +436,8 @@ func Default() Config {
 			CompletedRetentionMs:   DefaultCompletedRetentionMs,
 			DeadRetentionMs:        DefaultDeadRetentionMs,
 		},
-		Limits: defaultLimits(),
+		Limits:  defaultLimits(),
+		Tracing: defaultTracing(),
 	}
 }
 

@@ -15,6 +15,7 @@ const (
 	kindStringList
 	kindTable
 	kindTableArray
+	kindFloat
 )
 
 // want describes the expected shape, for "must be ..." messages.
@@ -32,6 +33,8 @@ func (k valueKind) want() string {
 		return "a table"
 	case kindTableArray:
 		return "a list of tables"
+	case kindFloat:
+		return "a number, like 0.25"
 	}
 	return "?"
 }
@@ -51,6 +54,8 @@ func (k valueKind) noun() string {
 		return "a table"
 	case kindTableArray:
 		return "a list of tables"
+	case kindFloat:
+		return "a number"
 	}
 	return "?"
 }
@@ -66,6 +71,8 @@ func (k valueKind) hint() string {
 		return "write a whole number, like 1000"
 	case kindStringList:
 		return `write a list of strings, like ["a", "b"]`
+	case kindFloat:
+		return "write a number, like 0.25"
 	}
 	return ""
 }
@@ -189,6 +196,13 @@ var specs = []keySpec{
 	{"outboxes[].table", kindString, `the outbox table, optionally schema.table; default "sepp_outbox"`},
 	{"outboxes[].batch_size", kindInt, "the most rows one relay pass claims and enqueues; default 100"},
 	{"outboxes[].poll_interval_ms", kindInt, "how often the relay looks for rows when nothing woke it, in milliseconds; default 1000"},
+
+	{"tracing", kindTable, "the [tracing] section: OpenTelemetry traces over OTLP/HTTP"},
+	{"tracing.enabled", kindBool, "true exports spans; default false"},
+	{"tracing.endpoint", kindString, `where spans go, a URL like "http://127.0.0.1:4318" or host:port like "collector:4318"; default the OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT variable, else https://localhost:4318/v1/traces`},
+	{"tracing.insecure", kindBool, "true sends spans to a host:port endpoint over plain HTTP; default false"},
+	{"tracing.service_name", kindString, `the service.name of every span; default "sepp"`},
+	{"tracing.sample_ratio", kindFloat, "the share of the traces the server starts that are kept, from 0 to 1; default 1"},
 }
 
 var (

@@ -208,6 +208,7 @@ func (c *Config) validate(file string, org origins) error {
 	c.validateWebhooks(v)
 	c.validateOutboxes(v) // outboxes.go
 	c.validateAuth(v)     // [auth], server.log_keys: auth.go
+	c.validateTracing(v)  // [tracing]: tracing.go
 	// The connection keys of [limits] (connlimits.go), then the range of
 	// every whole-number key (ranges.go).
 	v.validateConnectionLimits(c.Limits.ConnectionLimits)

@@ -246,6 +246,9 @@ func (c *cluster) nodeConfig(n *node) string {
 		}
 		b.WriteString("\n")
 	}
+	if c.opts.schedule {
+		b.WriteString(scheduleConfig())
+	}
 	return b.String()
 }
 

@@ -71,6 +71,7 @@ type options struct {
 	pgDB       string
 	pgRestart  string
 	outbox     bool   // write outbox rows into the app database, relayed by every node
+	schedule   bool   // every node runs one schedule (schedule.go)
 	appDB      string // the app database on the PostgreSQL server (dropped and created afresh)
 }
 
@@ -152,6 +153,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.pgDB, "postgres-db", "sepp_faults", "the campaign database (dropped and created afresh)")
 	fs.StringVar(&o.pgRestart, "postgres-restart", "", "shell command that restarts PostgreSQL (default: pg_ctlcluster of the one cluster in /etc/postgresql)")
 	fs.BoolVar(&o.outbox, "outbox", true, "write outbox rows in transactions of an app database on -postgres-url, relayed by every node ([[outboxes]])")
+	fs.BoolVar(&o.schedule, "schedule", true, "every node runs a schedule `@every 1s` with catch_up = \"all\" ([[schedules]]); the checker wants one job per tick and none missing")
 	fs.StringVar(&o.appDB, "app-db", "sepp_faults_app", "the outbox's app database (dropped and created afresh)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -298,6 +300,7 @@ func campaign(parent context.Context, o *options, stdout io.Writer) (history.Rep
 		cancel()
 		cl.teardown()
 	}()
+	clusterStart := time.Now()
 	cl.start(ctx)
 
 	hf, err := os.Create(filepath.Join(o.out, "history.jsonl"))
@@ -406,6 +409,11 @@ wait:
 	st, err := readState(rctx, clients[0].nodes[0], seen)
 	if err != nil {
 		return rep, fmt.Errorf("reading the final state: %w", err)
+	}
+	if o.schedule {
+		if st.Schedule, err = readSchedule(rctx, clients[0].nodes[0], clusterStart); err != nil {
+			return rep, fmt.Errorf("reading the schedule's jobs back: %w", err)
+		}
 	}
 	if app != nil {
 		if st.Outbox, err = readOutbox(rctx, app); err != nil {

@@ -60,6 +60,12 @@ func TestNodeConfig(t *testing.T) {
 		c := &cluster{opts: o}
 		n := &node{i: 0, addr: "10.231.1.2:50051", hostIP: "10.231.1.1", dataDir: "/data"}
 		var cfg struct {
+			Schedules []struct {
+				Name    string `toml:"name"`
+				Cron    string `toml:"cron"`
+				Queue   string `toml:"queue"`
+				CatchUp string `toml:"catch_up"`
+			} `toml:"schedules"`
 			Outboxes []struct {
 				Name    string `toml:"name"`
 				Dialect string `toml:"dialect"`
@@ -93,9 +99,15 @@ func TestNodeConfig(t *testing.T) {
 		if err := toml.Unmarshal([]byte(c.nodeConfig(n)), &cfg); err != nil {
 			t.Fatalf("%s: %v\n%s", backend, err, c.nodeConfig(n))
 		}
-		if cfg.Storage.Backend != backend || len(cfg.Queues) != len(campaignQueues) {
+		// The campaign's queues, then the schedule's.
+		if cfg.Storage.Backend != backend || len(cfg.Queues) != len(campaignQueues)+1 {
 			t.Fatalf("%s: backend %q, %d queues", backend, cfg.Storage.Backend, len(cfg.Queues))
 		}
+		if s := cfg.Schedules; len(s) != 1 || s[0].Cron != "@every 1s" || s[0].CatchUp != "all" || s[0].Queue != scheduleQueue ||
+			cfg.Queues[len(campaignQueues)].Name != scheduleQueue {
+			t.Fatalf("%s: schedules %+v", backend, s)
+		}
+		cfg.Queues = cfg.Queues[:len(campaignQueues)]
 		if backend == backendPostgres && !strings.Contains(cfg.Storage.URL, "@10.231.1.1:5432/sepp_faults") {
 			t.Fatalf("node's database URL %q does not go through its forwarder", cfg.Storage.URL)
 		}

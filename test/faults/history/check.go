@@ -104,6 +104,13 @@ const (
 	// A job of an outbox row whose job type or payload is none of its
 	// rows'.
 	KindOutboxMismatch Kind = "outbox job differs from its row"
+	// A schedule (check_schedule.go): two jobs of one tick.
+	KindScheduleTickTwice Kind = "schedule tick fired twice"
+	// A tick between two ticks that have jobs has none.
+	KindScheduleTickMissing Kind = "schedule tick missing"
+	// A job on the schedule's queue that is no tick's: its key names no
+	// tick of the schedule, a tick off its grid, or another job type.
+	KindScheduleBadJob Kind = "schedule job of no tick"
 )
 
 // Kinds lists every violation kind.
@@ -113,7 +120,7 @@ var Kinds = []Kind{KindAckedJobMissing, KindDedupMismatch, KindDuplicateAccepted
 	KindAtomicBatchPartial, KindRuleViolated, KindDebouncedEarly, KindMalformed, KindLossUnreported,
 	KindFollowUpTwice, KindTriggerLost, KindFollowUpEarly, KindFollowUpStuck, KindConcurrencyExceeded,
 	KindOrderViolated, KindRateExceeded, KindOutboxLost, KindOutboxDuplicate, KindOutboxRolledBack, KindOutboxPhantom,
-	KindOutboxDead, KindOutboxMismatch}
+	KindOutboxDead, KindOutboxMismatch, KindScheduleTickTwice, KindScheduleTickMissing, KindScheduleBadJob}
 
 // The warnings: reported, not violations.
 const (
@@ -128,6 +135,10 @@ const (
 	// An outbox row of a committed (or unknown) transaction still in the
 	// outbox table when the state was read: the relay had not drained it.
 	WarnOutboxLeft Kind = "outbox row not relayed"
+	// The schedule's first tick with a job came long after the first node
+	// started, or its last long before the state was read (or it made no
+	// job at all).
+	WarnScheduleLate Kind = "schedule late"
 )
 
 // OpRef names an operation: its line (in the file, or its 1-based position
@@ -180,7 +191,9 @@ type Report struct {
 	HasState   bool                       `json:"has_state"`
 	// Outbox counts the outbox rows and what became of them; nil when the
 	// history wrote none.
-	Outbox     *OutboxCounts `json:"outbox,omitempty"`
+	Outbox *OutboxCounts `json:"outbox,omitempty"`
+	// Schedule sums the schedule's ticks; nil when the state has none.
+	Schedule   *ScheduleCounts `json:"schedule,omitempty"`
 	stateSizes [4]int
 }
 
@@ -230,6 +243,9 @@ func (r Report) String() string {
 	}
 	if r.Outbox != nil {
 		b.WriteString(r.Outbox.String())
+	}
+	if r.Schedule != nil {
+		b.WriteString(r.Schedule.String())
 	}
 	fmt.Fprintf(&b, "warnings: %d\n", len(r.Warnings))
 	for _, v := range r.Warnings {
@@ -336,6 +352,7 @@ func Check(h *History) Report {
 	c.checkConcurrency()
 	c.checkRate()
 	c.checkOutbox()
+	c.checkSchedule()
 	c.explainLosses()
 	return rep
 }

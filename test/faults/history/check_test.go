@@ -366,7 +366,7 @@ func violationCases() []violationCase {
 			Ops:   []Record{enqueue(1, "a", "q", "k", 0, 10, OK, "", false)},
 			State: &State{Queues: work},
 		}, []OpRef{ref(1, "a")}},
-	}, append(flowViolationCases(), outboxViolationCases()...)...)
+	}, append(append(flowViolationCases(), outboxViolationCases()...), scheduleViolationCases()...)...)
 }
 
 func TestViolations(t *testing.T) {

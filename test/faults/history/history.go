@@ -402,6 +402,9 @@ type State struct {
 	Queues  []QueuePolicy `json:"queues"`
 	// Outbox is the outbox table read back; nil when the run wrote none.
 	Outbox *OutboxState `json:"outbox,omitempty"`
+	// Schedule is the schedule every node ran and its queue's jobs; nil
+	// when the run ran none.
+	Schedule *ScheduleState `json:"schedule,omitempty"`
 }
 
 // Loss is a loss of acknowledged writes the driver caused on purpose: it
