@@ -69,6 +69,10 @@ var (
 	ErrUnavailable = errors.New(seppv1.Reason_UNAVAILABLE.String())
 	// ErrInternal: the server failed; the message says why.
 	ErrInternal = errors.New(seppv1.Reason_INTERNAL.String())
+	// ErrBackupUnsupported: a backup asked of a server whose store cannot
+	// copy itself (the PostgreSQL backend), which PostgreSQL's own tools
+	// back up.
+	ErrBackupUnsupported = errors.New(seppv1.Reason_BACKUP_UNSUPPORTED.String())
 )
 
 var sentinels = map[string]error{}
@@ -79,7 +83,7 @@ func init() {
 		ErrDuplicateJob, ErrDedupRuleViolated, ErrUnknownQueue,
 		ErrUnknownJobType, ErrPayloadTooLarge, ErrBatchTooLarge, ErrInvalidField, ErrJobNotFound,
 		ErrLeaseLost, ErrEffectInProgress, ErrUnauthenticated, ErrPermissionDenied, ErrLimitExceeded,
-		ErrUnavailable, ErrInternal,
+		ErrUnavailable, ErrInternal, ErrBackupUnsupported,
 	} {
 		sentinels[e.Error()] = e
 	}

@@ -126,7 +126,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	defer stopClock()
 	st = wrapStoreForFaults(st) // release builds: st itself (faults.go)
-	srv, err := server.New(server.Options{Config: cfg, Store: st, Logger: logger, Metrics: metrics, Now: now})
+	srv, err := server.New(server.Options{Config: cfg, Store: st, Logger: logger, Metrics: metrics, Now: now, Version: version})
 	if err != nil {
 		return err
 	}

@@ -35,23 +35,8 @@ func (a *adminService) ListQueues(ctx context.Context, _ *seppv1.ListQueuesReque
 	for _, q := range a.s.cfg.Queues { // declared queues are listed even when empty
 		byName[q.Name] = &seppv1.QueueInfo{Name: q.Name}
 	}
-	for _, st := range stats {
-		q := byName[st.Name]
-		if q == nil {
-			q = &seppv1.QueueInfo{Name: st.Name}
-			byName[st.Name] = q
-		}
-		q.Scheduled = st.Counts[store.JobStateScheduled]
-		q.Available = st.Counts[store.JobStateAvailable]
-		q.Reserved = st.Counts[store.JobStateReserved]
-		q.HeldFollowUp = st.Held[store.HoldFollowUp]
-		q.HeldConcurrency = st.Held[store.HoldConcurrency]
-		q.HeldRate = st.Held[store.HoldRate]
-		q.Completed = st.Counts[store.JobStateCompleted]
-		q.Dead = st.Counts[store.JobStateDead]
-		q.Cancelled = st.Counts[store.JobStateCancelled]
-		q.DedupRecords = st.DedupRecords
-		q.Paused = st.Paused
+	for _, q := range queueInfos(stats) {
+		byName[q.Name] = q
 	}
 	res := &seppv1.ListQueuesResponse{}
 	for _, q := range byName {
@@ -61,6 +46,30 @@ func (a *adminService) ListQueues(ctx context.Context, _ *seppv1.ListQueuesReque
 	}
 	slices.SortFunc(res.Queues, func(a, b *seppv1.QueueInfo) int { return strings.Compare(a.Name, b.Name) })
 	return res, nil
+}
+
+// queueInfos turns a store's counts into the API's, sorted by name:
+// ListQueues's and a backup's manifest's.
+func queueInfos(stats []store.QueueStats) []*seppv1.QueueInfo {
+	out := make([]*seppv1.QueueInfo, 0, len(stats))
+	for _, st := range stats {
+		out = append(out, &seppv1.QueueInfo{
+			Name:            st.Name,
+			Scheduled:       st.Counts[store.JobStateScheduled],
+			Available:       st.Counts[store.JobStateAvailable],
+			Reserved:        st.Counts[store.JobStateReserved],
+			HeldFollowUp:    st.Held[store.HoldFollowUp],
+			HeldConcurrency: st.Held[store.HoldConcurrency],
+			HeldRate:        st.Held[store.HoldRate],
+			Completed:       st.Counts[store.JobStateCompleted],
+			Dead:            st.Counts[store.JobStateDead],
+			Cancelled:       st.Counts[store.JobStateCancelled],
+			DedupRecords:    st.DedupRecords,
+			Paused:          st.Paused,
+		})
+	}
+	slices.SortFunc(out, func(a, b *seppv1.QueueInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 func (a *adminService) ListJobs(ctx context.Context, req *seppv1.ListJobsRequest) (*seppv1.ListJobsResponse, error) {

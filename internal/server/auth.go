@@ -319,6 +319,8 @@ func (s *Server) checkRequestQueues(ctx context.Context, req any) *apiError {
 		return checkDeadSelection(t, r.GetQueue(), r.GetJobIds(), r.GetAll())
 	case *seppv1.PurgeDeadJobsRequest:
 		return checkDeadSelection(t, r.GetQueue(), r.GetJobIds(), r.GetAll())
+	case *seppv1.CreateBackupRequest, *seppv1.ReadBackupFileRequest, *seppv1.DeleteBackupRequest:
+		return limitedError(t, "copy the store, which holds every queue", "use an admin token that is not limited to some queues")
 	case *seppv1.PauseQueueRequest:
 		queues = []string{r.GetQueue()}
 	case *seppv1.ResumeQueueRequest:

@@ -123,6 +123,9 @@ var everyRPC = []rpcCase{
 	rpc[seppv1.PurgeDeadJobsRequest, seppv1.PurgeDeadJobsResponse](seppv1connect.AdminServicePurgeDeadJobsProcedure, &seppv1.PurgeDeadJobsRequest{Queue: "t"}),
 	rpc[seppv1.PauseQueueRequest, seppv1.PauseQueueResponse](seppv1connect.AdminServicePauseQueueProcedure, &seppv1.PauseQueueRequest{Queue: "t"}),
 	rpc[seppv1.ResumeQueueRequest, seppv1.ResumeQueueResponse](seppv1connect.AdminServiceResumeQueueProcedure, &seppv1.ResumeQueueRequest{Queue: "t"}),
+	rpc[seppv1.CreateBackupRequest, seppv1.CreateBackupResponse](seppv1connect.AdminServiceCreateBackupProcedure, &seppv1.CreateBackupRequest{}),
+	rpc[seppv1.ReadBackupFileRequest, seppv1.ReadBackupFileResponse](seppv1connect.AdminServiceReadBackupFileProcedure, &seppv1.ReadBackupFileRequest{BackupId: "b", Path: "p"}),
+	rpc[seppv1.DeleteBackupRequest, seppv1.DeleteBackupResponse](seppv1connect.AdminServiceDeleteBackupProcedure, &seppv1.DeleteBackupRequest{BackupId: "b"}),
 }
 
 // allowedRoles is the role table of docs/security.md, written out here

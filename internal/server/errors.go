@@ -46,6 +46,9 @@ var (
 	ReasonUnavailable = seppv1.Reason_UNAVAILABLE.String()
 	// ReasonInternal: a bug or a storage failure; the message says which.
 	ReasonInternal = seppv1.Reason_INTERNAL.String()
+	// ReasonBackupUnsupported: CreateBackup on a store that cannot copy
+	// itself (PostgreSQL).
+	ReasonBackupUnsupported = seppv1.Reason_BACKUP_UNSUPPORTED.String()
 )
 
 // apiError is an error bound for the wire: a Connect code, a stable reason,

@@ -62,6 +62,9 @@ type Options struct {
 	// the sweeper never holds the store's writer for long; a sweep repeats
 	// the call until the backlog is gone. Default 1000.
 	SweepBatch int
+	// Version is the server's version, which a backup's manifest names.
+	// Default "dev".
+	Version string
 }
 
 // Server is a Sepp API server. Create it with New, run it with Serve, stop it
@@ -103,6 +106,9 @@ type Server struct {
 
 	// relays relay the [[outboxes]] tables into jobs (outbox.go).
 	relays []*outboxrelay.Relay
+
+	version string    // Options.Version
+	backups backupSet // the copies CreateBackup made (backup.go)
 }
 
 // The services every node declares; all four are registered so clients get
@@ -131,6 +137,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Local == nil {
 		opts.Local = clock.System
 	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
 	s := &Server{
 		cfg:     opts.Config,
 		store:   opts.Store,
@@ -139,6 +148,10 @@ func New(opts Options) (*Server, error) {
 		clock:   opts.Now,
 		local:   opts.Local,
 		stop:    make(chan struct{}),
+		version: opts.Version,
+	}
+	if err := s.clearBackups(); err != nil { // backup.go
+		return nil, err
 	}
 	if s.cfg.Server.TLS() {
 		var err error
@@ -365,6 +378,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(s.stop)
 		s.wake.Close() // answers the waiting calls now
 	})
+	// Nothing can fetch a copy once the server is gone (backup.go).
+	if err := s.backups.close(); err != nil {
+		s.log.Error("could not remove the backups at shutdown", "err", err)
+	}
 	s.health.Shutdown()
 	s.connectNotServing() // probes.go
 	s.mu.Lock()

@@ -166,6 +166,10 @@ server_reasons! {
     Unavailable,
     /// `INTERNAL`: the server failed; the message says why.
     Internal,
+    /// `BACKUP_UNSUPPORTED`: a backup asked of a server whose store cannot
+    /// copy itself (the PostgreSQL backend): back its database up with
+    /// PostgreSQL's own tools.
+    BackupUnsupported,
 }
 
 /// The parts of an error answered by the server.

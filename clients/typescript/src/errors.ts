@@ -135,6 +135,7 @@ function defaultCode(reason: string): Code {
       return Code.NotFound;
     case Reason.LeaseLost:
     case Reason.DedupRuleViolated:
+    case Reason.BackupUnsupported:
       return Code.FailedPrecondition;
     case Reason.EffectInProgress:
       return Code.Aborted;
@@ -237,6 +238,11 @@ export class LimitExceededError extends SeppError {}
 export class UnavailableError extends SeppError {}
 /** The server failed; the message says why. */
 export class InternalError extends SeppError {}
+/**
+ * `createBackup` on a server whose store cannot copy itself (the PostgreSQL
+ * backend): back its database up with PostgreSQL's own tools.
+ */
+export class BackupUnsupportedError extends SeppError {}
 
 /** The constructor of {@link SeppError} and of each of its reason classes. */
 export type SeppErrorClass = new (reason: ReasonCode, message: string, options?: SeppErrorOptions) => SeppError;
@@ -266,6 +272,7 @@ export const reasonClasses: { readonly [K in ReasonName]: SeppErrorClass } = Obj
   LIMIT_EXCEEDED: LimitExceededError,
   UNAVAILABLE: UnavailableError,
   INTERNAL: InternalError,
+  BACKUP_UNSUPPORTED: BackupUnsupportedError,
 } satisfies { readonly [K in ReasonName]: SeppErrorClass });
 
 /**

@@ -102,6 +102,10 @@ const (
 	// buf:lint:ignore ENUM_VALUE_PREFIX
 	// Webhook endpoints only: a method other than POST.
 	Reason_METHOD_NOT_ALLOWED Reason = 21
+	// buf:lint:ignore ENUM_VALUE_PREFIX
+	// CreateBackup on a store that cannot copy itself (the PostgreSQL
+	// backend): back its database up with PostgreSQL's own tools.
+	Reason_BACKUP_UNSUPPORTED Reason = 22
 )
 
 // Enum value maps for Reason.
@@ -129,6 +133,7 @@ var (
 		19: "INTERNAL",
 		20: "SIGNATURE_INVALID",
 		21: "METHOD_NOT_ALLOWED",
+		22: "BACKUP_UNSUPPORTED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":       0,
@@ -153,6 +158,7 @@ var (
 		"INTERNAL":                 19,
 		"SIGNATURE_INVALID":        20,
 		"METHOD_NOT_ALLOWED":       21,
+		"BACKUP_UNSUPPORTED":       22,
 	}
 )
 
@@ -187,7 +193,7 @@ var File_sepp_v1_reason_proto protoreflect.FileDescriptor
 
 const file_sepp_v1_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x14sepp/v1/reason.proto\x12\asepp.v1*\xf2\x03\n" +
+	"\x14sepp/v1/reason.proto\x12\asepp.v1*\x8a\x04\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18IDEMPOTENCY_KEY_TOO_LONG\x10\x01\x12\x19\n" +
@@ -212,7 +218,8 @@ const file_sepp_v1_reason_proto_rawDesc = "" +
 	"\vUNAVAILABLE\x10\x12\x12\f\n" +
 	"\bINTERNAL\x10\x13\x12\x15\n" +
 	"\x11SIGNATURE_INVALID\x10\x14\x12\x16\n" +
-	"\x12METHOD_NOT_ALLOWED\x10\x15B-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3"
+	"\x12METHOD_NOT_ALLOWED\x10\x15\x12\x16\n" +
+	"\x12BACKUP_UNSUPPORTED\x10\x16B-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3"
 
 var (
 	file_sepp_v1_reason_proto_rawDescOnce sync.Once

@@ -46,6 +46,7 @@ shares (``sepp.retry``). The wire messages are generated from the protos
 from . import effect
 from .client import DEFAULT_ADDRESS, SeppClient, check_idempotency_key
 from .errors import (
+    BackupUnsupportedError,
     BatchTooLargeError,
     DedupRuleViolatedError,
     DuplicateJobError,
@@ -139,5 +140,6 @@ __all__ = [
     "LimitExceededError",
     "UnavailableError",
     "InternalError",
+    "BackupUnsupportedError",
     "InvalidEffectKeyError",
 ]

@@ -50,6 +50,7 @@ __all__ = [
     "LimitExceededError",
     "UnavailableError",
     "InternalError",
+    "BackupUnsupportedError",
     "InvalidEffectKeyError",
     "error_for",
 ]
@@ -311,6 +312,14 @@ class InternalError(SeppError):
     the client cannot read; the message says which."""
 
     CODE = "internal"
+
+
+@_for_reason(reason_pb2.BACKUP_UNSUPPORTED)
+class BackupUnsupportedError(SeppError):
+    """A backup asked of a server whose store cannot copy itself (the
+    PostgreSQL backend): back its database up with PostgreSQL's own tools."""
+
+    CODE = "failed_precondition"
 
 
 class InvalidEffectKeyError(InvalidFieldError):

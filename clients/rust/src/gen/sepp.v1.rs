@@ -868,6 +868,10 @@ pub enum Reason {
     /// buf:lint:ignore ENUM_VALUE_PREFIX
     /// Webhook endpoints only: a method other than POST.
     MethodNotAllowed = 21,
+    /// buf:lint:ignore ENUM_VALUE_PREFIX
+    /// CreateBackup on a store that cannot copy itself (the PostgreSQL
+    /// backend): back its database up with PostgreSQL's own tools.
+    BackupUnsupported = 22,
 }
 impl Reason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -898,6 +902,7 @@ impl Reason {
             Reason::Internal => "INTERNAL",
             Reason::SignatureInvalid => "SIGNATURE_INVALID",
             Reason::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            Reason::BackupUnsupported => "BACKUP_UNSUPPORTED",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -925,6 +930,7 @@ impl Reason {
             "INTERNAL" => Some(Self::Internal),
             "SIGNATURE_INVALID" => Some(Self::SignatureInvalid),
             "METHOD_NOT_ALLOWED" => Some(Self::MethodNotAllowed),
+            "BACKUP_UNSUPPORTED" => Some(Self::BackupUnsupported),
             _ => None,
         }
     }

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14sepp/v1/reason.proto\x12\x07sepp.v1*\xf2\x03\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x1c\n\x18IDEMPOTENCY_KEY_TOO_LONG\x10\x01\x12\x19\n\x15IDEMPOTENCY_KEY_EMPTY\x10\x02\x12\x1c\n\x18IDEMPOTENCY_KEY_CONFLICT\x10\x03\x12\x1c\n\x18IDEMPOTENCY_KEY_REQUIRED\x10\x04\x12\x11\n\rDUPLICATE_JOB\x10\x05\x12\x17\n\x13\x44\x45\x44UP_RULE_VIOLATED\x10\x06\x12\x11\n\rUNKNOWN_QUEUE\x10\x07\x12\x14\n\x10UNKNOWN_JOB_TYPE\x10\x08\x12\x15\n\x11PAYLOAD_TOO_LARGE\x10\t\x12\x13\n\x0f\x42\x41TCH_TOO_LARGE\x10\n\x12\x11\n\rINVALID_FIELD\x10\x0b\x12\x11\n\rJOB_NOT_FOUND\x10\x0c\x12\x0e\n\nLEASE_LOST\x10\r\x12\x16\n\x12\x45\x46\x46\x45\x43T_IN_PROGRESS\x10\x0e\x12\x13\n\x0fUNAUTHENTICATED\x10\x0f\x12\x15\n\x11PERMISSION_DENIED\x10\x10\x12\x12\n\x0eLIMIT_EXCEEDED\x10\x11\x12\x0f\n\x0bUNAVAILABLE\x10\x12\x12\x0c\n\x08INTERNAL\x10\x13\x12\x15\n\x11SIGNATURE_INVALID\x10\x14\x12\x16\n\x12METHOD_NOT_ALLOWED\x10\x15\x42-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14sepp/v1/reason.proto\x12\x07sepp.v1*\x8a\x04\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x1c\n\x18IDEMPOTENCY_KEY_TOO_LONG\x10\x01\x12\x19\n\x15IDEMPOTENCY_KEY_EMPTY\x10\x02\x12\x1c\n\x18IDEMPOTENCY_KEY_CONFLICT\x10\x03\x12\x1c\n\x18IDEMPOTENCY_KEY_REQUIRED\x10\x04\x12\x11\n\rDUPLICATE_JOB\x10\x05\x12\x17\n\x13\x44\x45\x44UP_RULE_VIOLATED\x10\x06\x12\x11\n\rUNKNOWN_QUEUE\x10\x07\x12\x14\n\x10UNKNOWN_JOB_TYPE\x10\x08\x12\x15\n\x11PAYLOAD_TOO_LARGE\x10\t\x12\x13\n\x0f\x42\x41TCH_TOO_LARGE\x10\n\x12\x11\n\rINVALID_FIELD\x10\x0b\x12\x11\n\rJOB_NOT_FOUND\x10\x0c\x12\x0e\n\nLEASE_LOST\x10\r\x12\x16\n\x12\x45\x46\x46\x45\x43T_IN_PROGRESS\x10\x0e\x12\x13\n\x0fUNAUTHENTICATED\x10\x0f\x12\x15\n\x11PERMISSION_DENIED\x10\x10\x12\x12\n\x0eLIMIT_EXCEEDED\x10\x11\x12\x0f\n\x0bUNAVAILABLE\x10\x12\x12\x0c\n\x08INTERNAL\x10\x13\x12\x15\n\x11SIGNATURE_INVALID\x10\x14\x12\x16\n\x12METHOD_NOT_ALLOWED\x10\x15\x12\x16\n\x12\x42\x41\x43KUP_UNSUPPORTED\x10\x16\x42-Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'sepp.v1.reason_pb2', globals())
@@ -22,5 +22,5 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z+github.com/sepp-dev/sepp/gen/sepp/v1;seppv1'
   _REASON._serialized_start=34
-  _REASON._serialized_end=532
+  _REASON._serialized_end=556
 # @@protoc_insertion_point(module_scope)

@@ -2,6 +2,7 @@ from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from typing import ClassVar as _ClassVar
 
+BACKUP_UNSUPPORTED: Reason
 BATCH_TOO_LARGE: Reason
 DEDUP_RULE_VIOLATED: Reason
 DESCRIPTOR: _descriptor.FileDescriptor
