@@ -30,6 +30,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -339,10 +340,18 @@ func (c *Client) Enqueue(ctx context.Context, req EnqueueRequest) (*Ack, error) 
 	if err != nil {
 		return nil, err
 	}
-	if c.batcher != nil {
-		return c.batcher.enqueue(ctx, pb)
+	var span trace.Span // nil unless ctx carries a span (tracing.go)
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		ctx, span = startEnqueueSpan(ctx, []*seppv1.EnqueueRequest{pb})
 	}
-	return c.enqueueDirect(ctx, pb)
+	var ack *Ack
+	if c.batcher != nil {
+		ack, err = c.batcher.enqueue(ctx, pb)
+	} else {
+		ack, err = c.enqueueDirect(ctx, pb)
+	}
+	endEnqueueSpan(span, ack, err)
+	return ack, err
 }
 
 func (c *Client) enqueueDirect(ctx context.Context, pb *seppv1.EnqueueRequest) (*Ack, error) {
@@ -432,6 +441,24 @@ func (c *Client) EnqueueBatch(ctx context.Context, reqs []EnqueueRequest, opts B
 	if len(send) == 0 {
 		return results, nil
 	}
+	var span trace.Span // nil unless ctx carries a span (tracing.go)
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		ctx, span = startEnqueueSpan(ctx, send)
+	}
+	res, err := c.sendBatch(ctx, send, opts)
+	endEnqueueSpan(span, nil, err)
+	if err != nil {
+		return nil, err
+	}
+	for k, r := range res.GetResults() {
+		results[index[k]] = batchResultFromProto(r)
+	}
+	return results, nil
+}
+
+// sendBatch sends one EnqueueBatch, resending it after transport errors
+// when that is harmless, and checks the answer has a result per job.
+func (c *Client) sendBatch(ctx context.Context, send []*seppv1.EnqueueRequest, opts BatchOptions) (*seppv1.EnqueueBatchResponse, error) {
 	// A batch whose fate is unknown after a transport error is resent only
 	// when every job has a key, since then a resend cannot duplicate one.
 	allKeyed := true
@@ -453,10 +480,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, reqs []EnqueueRequest, opts B
 	if len(res.GetResults()) != len(send) {
 		return nil, fmt.Errorf("sepp: server answered %d results for %d jobs", len(res.GetResults()), len(send))
 	}
-	for k, r := range res.GetResults() {
-		results[index[k]] = batchResultFromProto(r)
-	}
-	return results, nil
+	return res, nil
 }
 
 func batchResultFromProto(r *seppv1.EnqueueBatchResult) BatchResult {

@@ -31,6 +31,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sepp-dev/sepp"
 )
@@ -115,7 +116,25 @@ type Result struct {
 // returns its result; a repeat returns the stored result without running
 // fn. An error from fn releases the claim (so a retry can run it) and is
 // returned as is.
+//
+// When ctx carries a span (a traced handler's), Do runs inside a child span
+// sepp.effect <scope> whose sepp.effect.outcome says whether fn ran here,
+// was replayed, ran unprotected, or did not run (tracing.go).
 func Do(ctx context.Context, c *sepp.Client, scope, key string, opts Options, fn func(ctx context.Context) ([]byte, error)) (*Result, error) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return do(ctx, c, scope, key, opts, fn)
+	}
+	ctx, span := startEffectSpan(ctx, scope, key)
+	ran := false
+	res, err := do(ctx, c, scope, key, opts, func(ctx context.Context) ([]byte, error) {
+		ran = true
+		return fn(ctx)
+	})
+	endEffectSpan(span, res, ran, err)
+	return res, err
+}
+
+func do(ctx context.Context, c *sepp.Client, scope, key string, opts Options, fn func(ctx context.Context) ([]byte, error)) (*Result, error) {
 	opts = opts.withDefaults()
 	if err := checkName("scope", scope); err != nil {
 		return nil, err

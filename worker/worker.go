@@ -280,7 +280,9 @@ func (w *Worker) run(ctx context.Context, d *delivery, reports *sync.WaitGroup, 
 		handlerDone()
 		return
 	}
-	result, err := w.call(hctx, d.job)
+	tctx, span := startProcessSpan(hctx, d.job) // tracing.go
+	result, err := w.call(tctx, d.job)
+	endProcessSpan(span, err)
 	handlerDone()
 	cancel()
 	d.keep.stop()

@@ -315,6 +315,10 @@ func (w *walker) value(np, ns string, s *keySpec, v *unstable.Node, line int) {
 		if v.Kind != unstable.Integer {
 			mismatch()
 		}
+	case kindFloat:
+		if v.Kind != unstable.Float && v.Kind != unstable.Integer {
+			mismatch()
+		}
 	case kindStringList:
 		if v.Kind != unstable.Array {
 			mismatch()

@@ -36,7 +36,7 @@ type jobService struct {
 	s *Server
 }
 
-func (j *jobService) Enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*seppv1.EnqueueResponse, error) {
+func (j *jobService) enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*seppv1.EnqueueResponse, error) {
 	job, aerr := j.s.validateEnqueue(req)
 	if aerr != nil {
 		j.s.metrics.enqueues.WithLabelValues(j.s.queueLabel(req.GetQueue()), "rejected").Inc()
@@ -54,7 +54,7 @@ func (j *jobService) Enqueue(ctx context.Context, req *seppv1.EnqueueRequest) (*
 	return ackOf(&job, &r), nil
 }
 
-func (j *jobService) EnqueueBatch(ctx context.Context, req *seppv1.EnqueueBatchRequest) (*seppv1.EnqueueBatchResponse, error) {
+func (j *jobService) enqueueBatch(ctx context.Context, req *seppv1.EnqueueBatchRequest) (*seppv1.EnqueueBatchResponse, error) {
 	if aerr := checkCount(j.s.cfg, req); aerr != nil { // max_batch_size, counts.go
 		return nil, aerr
 	}

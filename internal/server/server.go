@@ -20,6 +20,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -58,6 +59,10 @@ type Options struct {
 	// clock.System; a test passes the clocktest.Fake its Now reads, so
 	// that a waiting call ends only when the test moves that clock.
 	Local clock.Local
+	// TracerProvider, when set, receives the server's spans whatever
+	// [tracing] says, and its owner shuts it down; tests pass one with an
+	// in-memory exporter. Default nil: [tracing] decides (tracing.go).
+	TracerProvider trace.TracerProvider
 	// SweepBatch bounds the rows of each kind one Sweep call deletes, so
 	// the sweeper never holds the store's writer for long; a sweep repeats
 	// the call until the backlog is gone. Default 1000.
@@ -109,6 +114,12 @@ type Server struct {
 
 	version string    // Options.Version
 	backups backupSet // the copies CreateBackup made (backup.go)
+
+	// tracer starts the server's spans; nil when tracing is off, which
+	// every handler checks first (tracing.go). stopTracing flushes and
+	// stops the exporter at Shutdown.
+	tracer      trace.Tracer
+	stopTracing func(context.Context) error
 }
 
 // The services every node declares; all four are registered so clients get
@@ -260,6 +271,10 @@ func New(opts Options) (*Server, error) {
 	s.http = &http.Server{Handler: bodyDeadline(handler, s.cfg.Limits.BodyTimeout()), Protocols: protocols, // connlimit.go
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ConnContext: httpConnContext}
 	setHTTPTimeouts(s.http, s.cfg.Limits.ConnectionLimits) // header, idle and ping timeouts: connlimit.go
+	// Last, so that no failure above leaves its exporter running.
+	if s.tracer, s.stopTracing, err = newTracing(s.cfg.Tracing, opts.TracerProvider); err != nil { // tracing.go
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -404,7 +419,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = errors.Join(err, ctx.Err())
 	}
 	s.bg.Wait()
-	return err
+	// The calls are done: send the spans they left, within ctx.
+	return errors.Join(err, s.stopTracing(ctx))
 }
 
 func (s *Server) grpcInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (res any, err error) {

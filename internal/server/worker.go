@@ -80,10 +80,13 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 	}
 	defer done()
 	var jobs []store.ReservedJob
-	var now time.Time
+	var now, tried time.Time // tried: the last store call's start, for its span (tracing.go)
 	_, err := s.wake.Wait(ctx, queues, wakeup.WaitOptions{Deadline: s.local.Now().Add(wait)},
 		func() (bool, time.Duration, error) {
 			now = s.now()
+			if s.tracer != nil {
+				tried = time.Now()
+			}
 			var err error
 			jobs, err = s.store.Reserve(ctx, &store.ReserveParams{
 				Queues: queues, WorkerID: req.GetWorkerId(), Max: max, Lease: lease, Now: now,
@@ -104,6 +107,9 @@ func (w *workerService) Reserve(ctx context.Context, req *seppv1.ReserveRequest)
 		}
 	}
 	s.metrics.reserved.Add(float64(len(jobs)))
+	if s.tracer != nil {
+		s.traceReserve(ctx, tried, req, jobs)
+	}
 	return s.reserved(jobs, now, lease), nil
 }
 
@@ -158,7 +164,7 @@ func (w *workerService) Complete(ctx context.Context, req *seppv1.CompleteReques
 	return &seppv1.CompleteResponse{AlreadyCompleted: r.GetAlreadyCompleted()}, nil
 }
 
-func (w *workerService) CompleteBatch(ctx context.Context, req *seppv1.CompleteBatchRequest) (*seppv1.CompleteBatchResponse, error) {
+func (w *workerService) completeBatch(ctx context.Context, req *seppv1.CompleteBatchRequest) (*seppv1.CompleteBatchResponse, error) {
 	s := w.s
 	if aerr := checkCount(s.cfg, req); aerr != nil { // max_batch_size, counts.go
 		return nil, aerr
@@ -200,7 +206,7 @@ func (w *workerService) CompleteBatch(ctx context.Context, req *seppv1.CompleteB
 	return &seppv1.CompleteBatchResponse{Results: results}, nil
 }
 
-func (w *workerService) Fail(ctx context.Context, req *seppv1.FailRequest) (*seppv1.FailResponse, error) {
+func (w *workerService) fail(ctx context.Context, req *seppv1.FailRequest) (*seppv1.FailResponse, error) {
 	s := w.s
 	id, token, aerr := parseLease(req.GetJobId(), req.GetLeaseToken())
 	if aerr != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/sepp-dev/sepp/internal/clock"
 	"github.com/sepp-dev/sepp/internal/clock/clocktest"
 	"github.com/sepp-dev/sepp/internal/config"
@@ -63,6 +65,9 @@ type Options struct {
 	// that make the store fail or stall under a running server. The
 	// Pebble store itself is still the one closed at cleanup.
 	WrapStore func(store.Store) store.Store
+	// TracerProvider, if set, receives the server's spans
+	// (server.Options.TracerProvider); the test owns it.
+	TracerProvider trace.TracerProvider
 }
 
 // Start starts a server and stops it when the test ends.
@@ -101,7 +106,8 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	srv, err := server.New(server.Options{
 		Config: cfg, Store: served, Now: now, Local: local, SweepBatch: opts.SweepBatch, Metrics: metrics,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:         slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		TracerProvider: opts.TracerProvider,
 	})
 	if err != nil {
 		t.Fatalf("testserver: %v", err)

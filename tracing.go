@@ -1,0 +1,143 @@
+package sepp
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
+	"github.com/sepp-dev/sepp/internal/config"
+)
+
+// TracerName is the instrumentation scope of the spans the Go client, the
+// worker runtime and package effect start, on the global tracer provider.
+const TracerName = "github.com/sepp-dev/sepp"
+
+// The trace context headers a job carries (W3C Trace Context).
+const (
+	HeaderTraceparent = "traceparent"
+	HeaderTracestate  = "tracestate"
+)
+
+// TraceAttributes are the attributes every Sepp span carries, after the
+// OpenTelemetry messaging conventions.
+var TraceAttributes = []attribute.KeyValue{attribute.String("messaging.system", "sepp")}
+
+// Propagator is what the client injects a job's trace context with, and
+// the worker extracts it with: the global propagator
+// (otel.GetTextMapPropagator), and W3C Trace Context as well when the
+// global one does not write traceparent (an app that set none, or only B3),
+// since the server and the workers in other languages read traceparent.
+func Propagator() propagation.TextMapPropagator {
+	global := otel.GetTextMapPropagator()
+	if slices.Contains(global.Fields(), HeaderTraceparent) {
+		return global
+	}
+	return propagation.NewCompositeTextMapPropagator(global, propagation.TraceContext{})
+}
+
+// startEnqueueSpan starts the producer span of an Enqueue or EnqueueBatch
+// whose ctx carries a span, and injects its context into each job's
+// headers. A ctx without a span (an app that does not trace) starts
+// nothing, so its jobs carry no header and the call pays one context
+// lookup. The span ends with end.
+func startEnqueueSpan(ctx context.Context, pbs []*seppv1.EnqueueRequest) (context.Context, trace.Span) {
+	if !trace.SpanContextFromContext(ctx).IsValid() || len(pbs) == 0 {
+		return ctx, nil
+	}
+	queue := pbs[0].GetQueue()
+	for _, pb := range pbs[1:] {
+		if pb.GetQueue() != queue {
+			queue = ""
+			break
+		}
+	}
+	name := "sepp.enqueue"
+	attrs := append(slices.Clip(TraceAttributes), attribute.String("messaging.operation.type", "send"),
+		attribute.String("messaging.operation.name", "enqueue"))
+	if queue != "" {
+		name += " " + queue
+		attrs = append(attrs, attribute.String("messaging.destination.name", queue))
+	}
+	if len(pbs) == 1 {
+		attrs = append(attrs, attribute.String("sepp.job.type", pbs[0].GetJobType()))
+	} else {
+		attrs = append(attrs, attribute.Int("messaging.batch.message_count", len(pbs)))
+	}
+	ctx, span := otel.Tracer(TracerName).Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	prop := Propagator()
+	skipped := 0
+	for _, pb := range pbs {
+		if !injectTraceContext(ctx, prop, pb) {
+			skipped++
+		}
+	}
+	if skipped > 0 {
+		// The job still goes: its trace is only cut here, which the span
+		// says rather than failing an enqueue that is valid as written.
+		span.AddEvent("sepp.trace_context_not_injected", trace.WithAttributes(attribute.Int("sepp.jobs", skipped),
+			attribute.String("sepp.reason", "the job sets a trace header itself, or the headers are at their limit")))
+	}
+	return ctx, span
+}
+
+// injectTraceContext adds ctx's trace context to the job's headers, in a
+// copy (the caller's map is never written). It adds nothing, and reports
+// false, when the job already sets traceparent or tracestate in any case
+// (the caller's choice wins), or when the added headers would take the
+// job past the server's header limits (config.MaxHeaderEntries,
+// config.MaxHeaderBytes): a job the server would accept without them must
+// not be refused because of them.
+func injectTraceContext(ctx context.Context, prop propagation.TextMapPropagator, pb *seppv1.EnqueueRequest) bool {
+	size := 0
+	for k, v := range pb.Headers {
+		if strings.EqualFold(k, HeaderTraceparent) || strings.EqualFold(k, HeaderTracestate) {
+			return false
+		}
+		size += len(k) + len(v)
+	}
+	carrier := propagation.MapCarrier{}
+	prop.Inject(ctx, carrier)
+	if len(carrier) == 0 {
+		return true
+	}
+	for k, v := range carrier {
+		if _, taken := pb.Headers[k]; taken {
+			return false
+		}
+		size += len(k) + len(v)
+	}
+	if len(pb.Headers)+len(carrier) > config.MaxHeaderEntries || size > config.MaxHeaderBytes {
+		return false
+	}
+	headers := make(map[string]string, len(pb.Headers)+len(carrier))
+	for k, v := range pb.Headers {
+		headers[k] = v
+	}
+	for k, v := range carrier {
+		headers[k] = v
+	}
+	pb.Headers = headers
+	return true
+}
+
+// endEnqueueSpan records an enqueue's outcome on its span (nil: not
+// traced) and ends it.
+func endEnqueueSpan(span trace.Span, ack *Ack, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else if ack != nil {
+		span.SetAttributes(attribute.String("messaging.message.id", ack.JobID), attribute.Bool("sepp.deduplicated", ack.Deduplicated))
+	}
+	span.End()
+}
