@@ -78,6 +78,48 @@ func (c *Client) ListOutboxes(ctx context.Context) ([]OutboxInfo, error) {
 	return out, nil
 }
 
+// ScheduleInfo is one [[schedules]] entry of the server's config and where
+// it stands. LastTick is shared by every node of the server's store; the
+// last job and error are the answering node's.
+type ScheduleInfo struct {
+	Name     string `json:"name"`
+	Cron     string `json:"cron"`     // as configured: "0 3 * * *", "@hourly", "@every 30s"
+	Timezone string `json:"timezone"` // the IANA zone the cron fields are read in; "UTC" when not set
+	Queue    string `json:"queue"`
+	JobType  string `json:"jobType"`
+	CatchUp  string `json:"catchUp"` // "none", "last" or "all"
+	// LastTick is the latest tick whose job exists, enqueued by any node;
+	// zero before the first.
+	LastTick time.Time `json:"lastTick,omitzero"`
+	// NextTick is the next tick to fire.
+	NextTick time.Time `json:"nextTick,omitzero"`
+	// LastJobID is the job of the latest tick the answering node fired.
+	LastJobID string `json:"lastJobId,omitempty"`
+	// LastError is the answering node's last error firing a tick; empty
+	// after a success.
+	LastError string `json:"lastError,omitempty"`
+}
+
+// ListSchedules lists the server's [[schedules]], in config order.
+func (c *Client) ListSchedules(ctx context.Context) ([]ScheduleInfo, error) {
+	res, err := c.admin.ListSchedules(ctx, &seppv1.ListSchedulesRequest{})
+	if err != nil {
+		return nil, fromRPC(ctx, err)
+	}
+	out := make([]ScheduleInfo, len(res.GetSchedules()))
+	for i, s := range res.GetSchedules() {
+		out[i] = ScheduleInfo{Name: s.GetName(), Cron: s.GetCron(), Timezone: s.GetTimezone(), Queue: s.GetQueue(),
+			JobType: s.GetJobType(), CatchUp: s.GetCatchUp(), LastJobID: s.GetLastJobId(), LastError: s.GetLastError()}
+		if s.LastTick != nil {
+			out[i].LastTick = s.GetLastTick().AsTime()
+		}
+		if s.NextTick != nil {
+			out[i].NextTick = s.GetNextTick().AsTime()
+		}
+	}
+	return out, nil
+}
+
 // ListJobsRequest filters and pages ListJobs.
 type ListJobsRequest struct {
 	Queue     string   // empty: every queue

@@ -327,6 +327,7 @@ func newRoot(env *cliEnv) *cobra.Command {
 		group("jobs", "list jobs", jobsListCmd(env)),
 		group("dlq", "the dead letter: list, requeue or purge dead jobs", dlqListCmd(env), dlqCmd(env, "requeue"), dlqCmd(env, "purge")),
 		group("outbox", "the transactional outbox: tables an app writes jobs into, relayed by sepp serve", outboxSchemaCmd(env), outboxListCmd(env)),
+		schedulesCmd(env),
 		group("token", "API tokens",
 			legacy(env, "create --name N --roles R,R [--queues Q,Q]", "a new API token: its secret, and the [[auth.tokens]] lines", tokenCreateLong, runTokenCreate)),
 		group("webhook", "webhooks",

@@ -61,6 +61,9 @@ type Config struct {
 	// Outboxes are the [[outboxes]] entries in file order, as written; use
 	// ResolvedOutboxes for their settings with defaults. Default: none.
 	Outboxes []OutboxConfig `toml:"outboxes"`
+	// Schedules are the [[schedules]] entries in file order, as written; use
+	// ResolvedSchedules for them ready to run. Default: none.
+	Schedules []ScheduleConfig `toml:"schedules"`
 	// Auth is the [auth] section: the tokens calls must carry (auth.go).
 	// Default: no token, every call accepted.
 	Auth AuthConfig `toml:"auth"`

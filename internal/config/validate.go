@@ -205,6 +205,7 @@ func (c *Config) validate(file string, org origins) error {
 			}
 		}
 	}
+	c.validateSchedules(v) // schedules.go
 	c.validateWebhooks(v)
 	c.validateOutboxes(v) // outboxes.go
 	c.validateAuth(v)     // [auth], server.log_keys: auth.go

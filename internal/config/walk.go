@@ -176,6 +176,9 @@ func (w *walker) child(path, spec string, kp keyPart, header bool) (np, ns strin
 		return np, ns, nil, false
 	}
 	s = specByPath[ns]
+	if s == nil && anyStringKeys[spec] {
+		return np, ns, &keySpec{path: ns, kind: kindString, about: "a header value"}, true
+	}
 	if s == nil {
 		w.problem(w.line(kp.off), np, unknownKeyMsg(spec, kp.name, header))
 		return np, ns, nil, false
@@ -522,3 +525,7 @@ func (w *walker) keyAt(line int, k toml.Key) string {
 	}
 	return strings.Join(k, ".")
 }
+
+// anyStringKeys are the tables whose keys are the user's own names, each
+// with a string value: a schedule's job headers.
+var anyStringKeys = map[string]bool{"schedules[].headers": true}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"github.com/sepp-dev/sepp/internal/outboxrelay"
+	"github.com/sepp-dev/sepp/internal/schedule"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,7 @@ import (
 type Metrics struct {
 	registry  *prometheus.Registry
 	outbox    *outboxrelay.Metrics // the [[outboxes]] relays'
+	schedule  *schedule.Metrics    // the [[schedules]]' (schedules.go)
 	enqueues  *prometheus.CounterVec
 	dedupHits *prometheus.CounterVec
 	// dedupOutcomes counts each keyed or ruled enqueue by what its dedup
@@ -130,6 +132,7 @@ func NewMetrics() *Metrics {
 		m.storeUp, m.sweptAt, m.longPollsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.outbox = outboxrelay.NewMetrics(m.registry)
+	m.schedule = schedule.NewMetrics(m.registry)
 	return m
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/sepp-dev/sepp/internal/clock"
 	"github.com/sepp-dev/sepp/internal/config"
 	"github.com/sepp-dev/sepp/internal/outboxrelay"
+	"github.com/sepp-dev/sepp/internal/schedule"
 	"github.com/sepp-dev/sepp/internal/server/ui"
 	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/sweep"
@@ -111,6 +112,8 @@ type Server struct {
 
 	// relays relay the [[outboxes]] tables into jobs (outbox.go).
 	relays []*outboxrelay.Relay
+	// schedules fire the [[schedules]] ticks (schedules.go).
+	schedules []*schedule.Runner
 
 	version string    // Options.Version
 	backups backupSet // the copies CreateBackup made (backup.go)
@@ -177,6 +180,9 @@ func New(opts Options) (*Server, error) {
 	s.tokens = tokens
 	s.logAuth()
 	if err := s.openRelays(); err != nil {
+		return nil, err
+	}
+	if err := s.openSchedules(); err != nil { // schedules.go
 		return nil, err
 	}
 	s.wake = wakeup.New(wakeup.Options{Now: s.now, Local: s.local, Recheck: safetyRecheck})
@@ -333,7 +339,8 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 
-	s.runRelays() // outbox.go
+	s.runRelays()    // outbox.go
+	s.runSchedules() // schedules.go
 	split := NewPrefaceSplitter(ln, s.cfg.Limits.HeaderTimeout())
 	split.limits = s.newConnLimiter() // limits.max_connections and _per_ip (connlimit.go)
 	if s.tls != nil {

@@ -39,7 +39,13 @@ type Server struct {
 	Clock *Clock
 	// Logs receives the server's log output.
 	Logs *SyncBuffer
+
+	stop func() // shuts the server down and closes its store, once
 }
+
+// Stop shuts the server down and closes its store now, as the test's end
+// would, so a test can start another server on the same Path (a restart).
+func (s *Server) Stop() { s.stop() }
 
 // Options tune Start. The zero value is the default configuration.
 type Options struct {
@@ -65,6 +71,13 @@ type Options struct {
 	// that make the store fail or stall under a running server. The
 	// Pebble store itself is still the one closed at cleanup.
 	WrapStore func(store.Store) store.Store
+	// Path is the store's data directory; default a fresh t.TempDir(). A
+	// test restarts a server by stopping it and starting another on the
+	// same Path.
+	Path string
+	// Clock, if set, is the server's Clock in place of a new one, so a
+	// restarted server goes on with the time the test moved.
+	Clock *Clock
 	// TracerProvider, if set, receives the server's spans
 	// (server.Options.TracerProvider); the test owns it.
 	TracerProvider trace.TracerProvider
@@ -79,12 +92,19 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	// The store reports to the server's metrics as in sepp serve.
 	metrics := server.NewMetrics()
-	st, err := pebble.Open(context.Background(), pebble.Options{Path: t.TempDir(),
+	path := opts.Path
+	if path == "" {
+		path = t.TempDir()
+	}
+	st, err := pebble.Open(context.Background(), pebble.Options{Path: path,
 		OnCommit: metrics.ObserveCommit, OnKeyReleased: metrics.ObserveKeyReleased})
 	if err != nil {
 		t.Fatalf("testserver: open store: %v", err)
 	}
-	fake := NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	fake := opts.Clock
+	if fake == nil {
+		fake = NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	}
 	logs := &SyncBuffer{}
 	now := fake.Now
 	if opts.RealTime {
@@ -118,24 +138,28 @@ func Start(t testing.TB, opts Options) *Server {
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("testserver: shutdown: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("testserver: serve: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("testserver: close store: %v", err)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				t.Errorf("testserver: shutdown: %v", err)
+			}
+			if err := <-done; err != nil {
+				t.Errorf("testserver: serve: %v", err)
+			}
+			if err := st.Close(); err != nil {
+				t.Errorf("testserver: close store: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	scheme := "http://"
 	if cfg.Server.TLS() { // tls_cert_file in Options.Config; see NewCA
 		scheme = "https://"
 	}
-	return &Server{Server: srv, URL: scheme + ln.Addr().String(), Addr: ln.Addr().String(), Clock: fake, Logs: logs}
+	return &Server{Server: srv, URL: scheme + ln.Addr().String(), Addr: ln.Addr().String(), Clock: fake, Logs: logs, stop: stop}
 }
 
 // Await waits until cond holds, for a state that only the server's
