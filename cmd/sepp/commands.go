@@ -32,6 +32,7 @@ Exit status:
      a dlq requeue or purge JOB_ID that is no dead job
   4  unavailable: the server is down or did not answer in time
   5  permission: UNAUTHENTICATED or PERMISSION_DENIED
+  6  restore: the folder is no backup, or an incomplete or damaged one
 
 docs/cli.md describes every command.`
 
@@ -328,6 +329,8 @@ func newRoot(env *cliEnv) *cobra.Command {
 		group("dlq", "the dead letter: list, requeue or purge dead jobs", dlqListCmd(env), dlqCmd(env, "requeue"), dlqCmd(env, "purge")),
 		group("outbox", "the transactional outbox: tables an app writes jobs into, relayed by sepp serve", outboxSchemaCmd(env), outboxListCmd(env)),
 		schedulesCmd(env),
+		backupCmd(env),
+		restoreCmd(env),
 		group("token", "API tokens",
 			legacy(env, "create --name N --roles R,R [--queues Q,Q]", "a new API token: its secret, and the [[auth.tokens]] lines", tokenCreateLong, runTokenCreate)),
 		group("webhook", "webhooks",

@@ -38,6 +38,7 @@ const (
 	exitNotFound    = 3
 	exitUnavailable = 4
 	exitAuth        = 5
+	exitRefused     = 6
 )
 
 // exitCode errors carry the process exit status of an error already
@@ -127,6 +128,10 @@ func exitStatus(err error) int {
 	var nf *notFoundError
 	if errors.As(err, &nf) {
 		return exitNotFound
+	}
+	var br *backupRefused
+	if errors.As(err, &br) {
+		return exitRefused
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
 		strings.Contains(err.Error(), "connection refused") {

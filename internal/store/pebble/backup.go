@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/sepp-dev/sepp/internal/store"
 )
@@ -131,4 +133,16 @@ func readCopy(db *pebble.DB, c *store.BackupCopy, now int64) (held ackCount, err
 	c.AckedCommits, c.AckedJobs = int64(held.commits), int64(held.jobs)
 	c.Queues, err = queueStats(db, now)
 	return held, err
+}
+
+// LockData takes the lock of the data directory path, as Open does, naming
+// the process that holds it when it is taken: sepp restore holds it while it
+// moves a data directory aside, so that it never pulls one from under a
+// running server. Close releases it.
+func LockData(path string) (io.Closer, error) {
+	lock, err := pebble.LockDirectory(path, vfs.Default)
+	if err != nil {
+		return nil, lockedError(path, err)
+	}
+	return lock, nil
 }

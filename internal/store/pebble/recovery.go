@@ -366,7 +366,7 @@ func corruptionError(path string, err error) error {
 	if !pebble.IsCorruptionError(err) {
 		return err
 	}
-	return corrupted{fmt.Errorf("the data in %s is damaged and was not served (pebble.ErrCorruption); restore the directory from a backup or move it aside: %w", path, err)}
+	return corrupted{fmt.Errorf("the data in %s is damaged and was not served (pebble.ErrCorruption); restore your latest backup with sepp restore --from BACKUP --data %s --force, which moves this directory aside (kept for inspection): %w", path, path, err)}
 }
 
 // corrupted is a refusal of damaged data that the standard library's

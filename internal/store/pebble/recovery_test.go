@@ -446,7 +446,7 @@ func TestRecoveryOlderLogDamaged(t *testing.T) {
 					s.Close()
 					t.Fatal("Open served a directory whose older log is damaged")
 				}
-				want := "the data in " + dir + " is damaged and was not served (pebble.ErrCorruption); restore the directory from a backup or move it aside"
+				want := "the data in " + dir + " is damaged and was not served (pebble.ErrCorruption); restore your latest backup with sepp restore --from BACKUP --data " + dir + " --force, which moves this directory aside (kept for inspection)"
 				if !errors.Is(err, pebbledb.ErrCorruption) || !strings.Contains(err.Error(), want) {
 					t.Fatalf("Open: %v\nwant pebble.ErrCorruption and %q", err, want)
 				}
