@@ -67,6 +67,7 @@ import {
   type KeyLookup,
   type KeyRelease,
   type OutboxInfo,
+  type ScheduleInfo,
   type QueueInfo,
   type Reservation,
   type ReserveRequest,
@@ -747,6 +748,28 @@ export class SeppClient {
       dead: o.dead,
       checkedAt: dateOf(o.checkedAt),
       lastError: o.lastError,
+    }));
+  }
+
+  /**
+   * Lists the server's `[[schedules]]`, in config order, each with its last
+   * and next tick (role `reader`). A tick's job has the idempotency key
+   * `schedule:<name>:<tick>`, so every node may fire a tick and one job
+   * exists; a server without schedules returns none.
+   */
+  async listSchedules(options: CallOptions = {}): Promise<ScheduleInfo[]> {
+    const res = await this.call(options.signal, () => this.admin.listSchedules({}, this.callOpts(options.signal)));
+    return res.schedules.map((s) => ({
+      name: s.name,
+      cron: s.cron,
+      timezone: s.timezone,
+      queue: s.queue,
+      jobType: s.jobType,
+      catchUp: s.catchUp,
+      lastTick: dateOf(s.lastTick),
+      nextTick: dateOf(s.nextTick),
+      lastJobId: s.lastJobId,
+      lastError: s.lastError,
     }));
   }
 

@@ -40,6 +40,7 @@ export {
   type KeyLookup,
   type KeyRelease,
   type OutboxInfo,
+  type ScheduleInfo,
   type QueueInfo,
   type Reservation,
   type ReserveRequest,

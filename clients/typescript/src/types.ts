@@ -468,3 +468,34 @@ export interface DeadJobs {
   /** Every dead job. */
   all?: boolean;
 }
+
+/**
+ * A `[[schedules]]` entry of the server's config and where it stands, as
+ * listSchedules returns it. `lastTick` is shared by every node of the
+ * server's store; `lastJobId` and `lastError` are the answering node's.
+ */
+export interface ScheduleInfo {
+  /** The schedule's name from the config, as in its jobs' keys and metrics. */
+  name: string;
+  /** As configured: five cron fields, a descriptor like `"@hourly"`, or `"@every 30s"`. */
+  cron: string;
+  /** The IANA zone the cron fields are read in (`"UTC"` when not set). */
+  timezone: string;
+  /** The queue of the tick's jobs. */
+  queue: string;
+  /** The job type of the tick's jobs. */
+  jobType: string;
+  /** `"none"`, `"last"` or `"all"`: what is fired of the ticks missed while no node ran. */
+  catchUp: string;
+  /**
+   * The latest tick whose job exists, enqueued by any node; its job's key is
+   * `schedule:<name>:<tick in UTC, RFC 3339>`. Undefined before the first.
+   */
+  lastTick?: Date;
+  /** The next tick to fire. */
+  nextTick?: Date;
+  /** The job of the latest tick the answering node fired; empty when it fired none. */
+  lastJobId: string;
+  /** The answering node's last error firing a tick; empty after a success. */
+  lastError: string;
+}
