@@ -498,3 +498,38 @@ test("with [auth] on, the dashboard asks for a token once and sends it", async (
 test("no page threw or broke the Content-Security-Policy", () => {
   assert.deepEqual(pageErrors, []);
 });
+
+test("the Queues page shows each schedule: its cron, catch_up, last and next tick", async () => {
+  const sv = await TestServer.start(
+    `[[schedules]]\nname = "beat"\ncron = "@every 1s"\nqueue = "beats"\njob_type = "beat"\ncatch_up = "none"\n\n` +
+      `[[schedules]]\nname = "nightly-report"\ncron = "0 3 * * *"\ntimezone = "Europe/Berlin"\nqueue = "reports"\njob_type = "report.nightly"\n`,
+  );
+  try {
+    const page = await openPage();
+    await page.goto(`${sv.addr}/ui/#/queues`);
+    const beat = '[data-schedule="beat"]';
+    await until("beat's first tick", async () => /^\d+s ago$/.test(await text(page, `${beat} [data-field="last-tick"] dd`)));
+    assert.equal(await text(page, `${beat} [data-testid="schedule-cron"]`), "@every 1s (UTC)");
+    assert.equal(await text(page, `${beat} [data-testid="schedule-catch-up"]`), "catch up: none");
+    assert.equal(await text(page, `${beat} [data-testid="schedule-queue"]`), "beats · beat");
+    assert.match(await text(page, `${beat} [data-field="next-tick"] dd`), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/);
+    assert.equal(await page.locator(`${beat} [data-testid="schedule-error"]`).count(), 0);
+    // The tick's job is on the page too, on the schedule's queue.
+    await until("a job on beats", async () => Number(await text(page, `[data-queue="beats"] [data-state="available"] dd`)) >= 1);
+
+    const nightly = '[data-schedule="nightly-report"]';
+    assert.equal(await text(page, `${nightly} [data-testid="schedule-cron"]`), "0 3 * * * (Europe/Berlin)");
+    assert.equal(await text(page, `${nightly} [data-testid="schedule-catch-up"]`), "catch up: last");
+    assert.equal(await text(page, `${nightly} [data-field="last-tick"] dd`), "none yet");
+    // 03:00 in Berlin is 01:00 or 02:00 UTC.
+    assert.match(await text(page, `${nightly} [data-field="next-tick"] dd`), / 0[12]:00:00Z$/);
+    // At 375 px wide the schedules fit the screen too.
+    await page.setViewportSize({ width: 375, height: 812 });
+    await page.waitForTimeout(300);
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(width <= 375, `the page is ${width} px wide`);
+    await page.close();
+  } finally {
+    await sv.stop();
+  }
+});

@@ -1,5 +1,5 @@
 import { useState } from "preact/hooks";
-import type { OutboxInfo, QueueInfo } from "sepp/browser";
+import type { OutboxInfo, QueueInfo, ScheduleInfo } from "sepp/browser";
 import { api, fetchMetrics, type Sample, errText } from "../api";
 import { usePoll, href } from "../hooks";
 import { ErrorBox, Sparkline } from "../components";
@@ -75,9 +75,9 @@ export function QueuesPage() {
   const [actionError, setActionError] = useState<unknown>();
   const poll = usePoll(async () => {
     const c = await api();
-    const [queues, outboxes, samples] = await Promise.all([c.listQueues(), c.listOutboxes(), fetchMetrics()]);
+    const [queues, outboxes, schedules, samples] = await Promise.all([c.listQueues(), c.listOutboxes(), c.listSchedules(), fetchMetrics()]);
     record(queues, samples, Date.now());
-    return { queues, outboxes };
+    return { queues, outboxes, schedules };
   }, []);
 
   const toggle = async (q: QueueInfo) => {
@@ -144,6 +144,7 @@ export function QueuesPage() {
         })}
       </div>
       <Outboxes outboxes={poll.data?.outboxes ?? []} />
+      <Schedules schedules={poll.data?.schedules ?? []} />
       {poll.loading && !queues && !poll.error && <p class="muted">Loading…</p>}
       <p class="muted small">Refreshes every 2 s. Rates are per second over the last {HISTORY} polls.{poll.error ? " Last error: " + errText(poll.error) : ""}</p>
     </section>
@@ -191,6 +192,54 @@ function Outboxes(props: { outboxes: OutboxInfo[] }) {
             <div class="muted small" data-testid="outbox-checked" title={fmtDate(o.checkedAt)}>
               {o.checkedAt ? `checked ${ago(o.checkedAt)}` : "not read yet"}
             </div>
+          </article>
+        ))}
+      </div>
+    </div>
+  );
+}
+
+/**
+ * The [[schedules]] the server fires (ListSchedules), a card each: its cron
+ * and zone, its queue and catch_up, the latest tick whose job exists (made
+ * by any node), the next tick, and this node's last error. Nothing when the
+ * server has none.
+ */
+function Schedules(props: { schedules: ScheduleInfo[] }) {
+  if (props.schedules.length === 0) return null;
+  return (
+    <div class="schedules">
+      <h2>Schedules</h2>
+      <div class="cards">
+        {props.schedules.map((s) => (
+          <article class={`card schedule${s.lastError ? " failing" : ""}`} data-schedule={s.name}>
+            <div class="card-head">
+              <h2>{s.name}</h2>
+              <span class="badge" data-testid="schedule-catch-up" title="What is fired of the ticks missed while no node ran">
+                catch up: {s.catchUp}
+              </span>
+            </div>
+            <div class="muted small mono" data-testid="schedule-cron">
+              {s.cron} ({s.timezone})
+            </div>
+            <div class="muted small" data-testid="schedule-queue">
+              <a href={href("jobs", { queue: s.queue })}>{s.queue}</a> · {s.jobType}
+            </div>
+            <dl class="ticks">
+              <div data-field="last-tick" title={s.lastTick ? fmtDate(s.lastTick) : "No tick has fired yet"}>
+                <dt>last tick</dt>
+                <dd>{s.lastTick ? ago(s.lastTick) : "none yet"}</dd>
+              </div>
+              <div data-field="next-tick" title={fmtDate(s.nextTick)}>
+                <dt>next tick</dt>
+                <dd>{fmtDate(s.nextTick)}</dd>
+              </div>
+            </dl>
+            {s.lastError && (
+              <div class="error" data-testid="schedule-error">
+                {s.lastError}
+              </div>
+            )}
           </article>
         ))}
       </div>
