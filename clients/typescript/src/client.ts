@@ -75,6 +75,7 @@ import {
 } from "./types.js";
 import { Batcher, type BatchingOptions, type EnqueueInit } from "./batcher.js";
 import { DEFAULT_RETRIES, retryDelay } from "./retry.js";
+import { tracedEnqueue } from "./tracing.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 
 export type { BatchingOptions } from "./batcher.js";
@@ -409,8 +410,9 @@ export class SeppClient {
    */
   async enqueue(request: EnqueueRequest, options: CallOptions = {}): Promise<Ack> {
     const pb = this.prepare(request);
-    if (this.batcher) return this.batcher.enqueue(pb, options.signal);
-    return this.enqueueDirect(pb, options.signal);
+    // In a producer span, with its trace context in the headers, when the
+    // app traces (tracing.ts).
+    return tracedEnqueue([pb], () => (this.batcher ? this.batcher.enqueue(pb, options.signal) : this.enqueueDirect(pb, options.signal)));
   }
 
   /**
@@ -443,8 +445,10 @@ export class SeppClient {
       // A batch whose fate is unknown is resent only when every job has a
       // key: then a resend cannot duplicate one.
       const allKeyed = send.every((m) => m.idempotencyKey !== undefined);
-      const res = await this.withRetries(allKeyed, options.signal, () =>
-        this.jobs.enqueueBatch({ jobs: send, atomic: options.atomic ?? false }, this.callOpts(options.signal)),
+      const res = await tracedEnqueue(send, () =>
+        this.withRetries(allKeyed, options.signal, () =>
+          this.jobs.enqueueBatch({ jobs: send, atomic: options.atomic ?? false }, this.callOpts(options.signal)),
+        ),
       );
       if (res.results.length !== send.length) {
         throw new InternalError(Reason.Internal, `server answered ${res.results.length} results for ${send.length} jobs`);

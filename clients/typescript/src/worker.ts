@@ -30,6 +30,7 @@
 import { BatchTooLargeError, EffectInProgressError, LeaseLostError, type SeppError } from "./errors.js";
 import { defaultLogger, type Logger } from "./effect.js";
 import { toBytes, type BytesLike, type Completion, type FailOptions, type Job, type Reservation } from "./types.js";
+import { tracedProcess } from "./tracing.js";
 import type { SeppClient } from "./client.js";
 
 /** A delivered job, as a handler gets it. */
@@ -339,7 +340,9 @@ export class Worker {
     try {
       const h = this.handlers.get(job.jobType) ?? this.fallback;
       if (!h) throw new Error(`no handler registered for job type ${JSON.stringify(job.jobType)} on worker ${this.opts.workerId}`);
-      result = toBytes((await h(job)) ?? undefined);
+      // In a span continuing the producer's trace, when the job carries one
+      // and the app traces (tracing.ts).
+      result = toBytes((await tracedProcess(job, async () => h(job))) ?? undefined);
     } catch (err) {
       failed = true;
       error = err;

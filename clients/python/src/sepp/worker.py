@@ -136,6 +136,32 @@ class DeliveredJob:
         """The job's headers."""
         return self.job.headers
 
+    @property
+    def traceparent(self) -> Optional[str]:
+        """The W3C trace context the producer enqueued the job in
+        (``traceparent`` header), or None.
+
+        The Go and TypeScript clients write it when the enqueue runs inside
+        an OpenTelemetry span. Continue the trace in the handler with the
+        ``opentelemetry`` package, which this client does not depend on::
+
+            from opentelemetry import trace
+            from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+            ctx = TraceContextTextMapPropagator().extract(job.headers)
+            with trace.get_tracer("app").start_as_current_span(
+                f"sepp.process {job.queue}", context=ctx, kind=trace.SpanKind.CONSUMER
+            ):
+                ...
+        """
+        return self.job.headers.get("traceparent")
+
+    @property
+    def tracestate(self) -> Optional[str]:
+        """The vendor trace state that goes with :attr:`traceparent`
+        (``tracestate`` header), or None."""
+        return self.job.headers.get("tracestate")
+
 
 #: A handler: an async function (or a plain one, run in a thread) of the
 #: delivered job, returning the job's result (bytes, str or None).

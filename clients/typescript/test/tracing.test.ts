@@ -1,0 +1,110 @@
+// Tracing: a job enqueued with the trace context the Go client writes (a
+// traceparent header) is handled by the TypeScript worker in a span that
+// continues that trace; an enqueue inside an active span carries the
+// producer span's context to the handler's span; a job without one runs
+// untraced.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { context, trace, propagation, SpanKind } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { SeppClient, Worker, type Logger, type WorkerJob } from "sepp";
+import { TestServer } from "./server.js";
+
+const quiet: Logger = { info() {}, warn() {} };
+const exporter = new InMemorySpanExporter();
+
+let server: TestServer;
+before(async () => {
+  // As an app would set OpenTelemetry up; no global propagator is set, so
+  // the client's own W3C fallback is what carries the context.
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+  server = await TestServer.start("");
+});
+after(async () => {
+  await server?.stop();
+  trace.disable();
+  context.disable();
+  propagation.disable();
+});
+
+/** Runs a worker on queue until one job was handled; returns that job. */
+async function handleOne(client: SeppClient, queue: string): Promise<WorkerJob> {
+  const worker = new Worker(client, { queues: [queue], concurrency: 1, waitMs: 1000, logger: quiet });
+  let handled!: (j: WorkerJob) => void;
+  const got = new Promise<WorkerJob>((res) => (handled = res));
+  worker.handleAll(async (job) => handled(job));
+  const running = worker.run();
+  const job = await got;
+  await worker.stop();
+  await running;
+  return job;
+}
+
+test("a Go producer's trace is continued by the worker's handler span", async () => {
+  const client = await SeppClient.connect(server.addr);
+  try {
+    // What the Go client writes for a producer span: propagation.TraceContext.
+    const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const producerSpanId = "00f067aa0ba902b7";
+    const ack = await client.enqueue({
+      queue: "from-go",
+      jobType: "receipt",
+      headers: { traceparent: `00-${traceId}-${producerSpanId}-01` },
+    });
+    const job = await handleOne(client, "from-go");
+    assert.equal(job.jobId, ack.jobId);
+    const span = exporter.getFinishedSpans().find((s) => s.name === "sepp.process from-go");
+    assert.ok(span, `no sepp.process span among ${exporter.getFinishedSpans().map((s) => s.name)}`);
+    assert.equal(span.spanContext().traceId, traceId);
+    assert.equal(span.parentSpanContext?.spanId, producerSpanId);
+    assert.equal(span.kind, SpanKind.CONSUMER);
+    assert.equal(span.links[0]?.context.spanId, producerSpanId);
+    assert.equal(span.attributes["messaging.system"], "sepp");
+    assert.equal(span.attributes["messaging.destination.name"], "from-go");
+    assert.equal(span.attributes["messaging.message.id"], ack.jobId);
+    assert.equal(span.attributes["sepp.job.attempt"], 1);
+  } finally {
+    client.close();
+  }
+});
+
+test("an enqueue in an active span carries the producer span's context to the handler", async () => {
+  const client = await SeppClient.connect(server.addr);
+  try {
+    const tracer = trace.getTracer("shop");
+    const mine = { "X-Source": "checkout" };
+    const { traceId, ack } = await tracer.startActiveSpan("checkout", async (span) => {
+      const ack = await client.enqueue({ queue: "from-ts", jobType: "receipt", headers: mine });
+      span.end();
+      return { traceId: span.spanContext().traceId, ack };
+    });
+    assert.deepEqual(mine, { "X-Source": "checkout" }, "the caller's headers object was written to");
+    const job = await handleOne(client, "from-ts");
+    assert.equal(job.headers["X-Source"], "checkout");
+    const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+    const producer = spans.find((s) => s.name === "sepp.enqueue from-ts");
+    const process = spans.find((s) => s.name === "sepp.process from-ts");
+    assert.ok(producer && process, `spans of the trace: ${spans.map((s) => s.name)}`);
+    assert.equal(producer.kind, SpanKind.PRODUCER);
+    assert.equal(producer.attributes["messaging.message.id"], ack.jobId);
+    assert.equal(process.parentSpanContext?.spanId, producer.spanContext().spanId);
+    assert.match(job.headers["traceparent"] ?? "", new RegExp(`^00-${traceId}-${producer.spanContext().spanId}-01$`));
+  } finally {
+    client.close();
+  }
+});
+
+test("a job without a trace context runs untraced, and gets no header", async () => {
+  const client = await SeppClient.connect(server.addr);
+  try {
+    const before = exporter.getFinishedSpans().length;
+    await client.enqueue({ queue: "plain", jobType: "t" });
+    const job = await handleOne(client, "plain");
+    assert.deepEqual(job.headers, {});
+    assert.equal(exporter.getFinishedSpans().length, before);
+  } finally {
+    client.close();
+  }
+});
