@@ -278,7 +278,7 @@ func New(opts Options) (*Server, error) {
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ConnContext: httpConnContext}
 	setHTTPTimeouts(s.http, s.cfg.Limits.ConnectionLimits) // header, idle and ping timeouts: connlimit.go
 	// Last, so that no failure above leaves its exporter running.
-	if s.tracer, s.stopTracing, err = newTracing(s.cfg.Tracing, opts.TracerProvider); err != nil { // tracing.go
+	if s.tracer, s.stopTracing, err = newTracing(s.cfg.Tracing, opts.TracerProvider, s.log); err != nil { // tracing.go
 		return nil, err
 	}
 	return s, nil

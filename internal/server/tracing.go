@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -36,7 +38,7 @@ var traceContext = propagation.TraceContext{}
 // owner stops it), else, with [tracing] enabled, an OTLP/HTTP exporter
 // behind a batch span processor. Off, it returns a nil tracer, which every
 // handler checks before doing any tracing work.
-func newTracing(cfg config.TracingConfig, given trace.TracerProvider) (trace.Tracer, func(context.Context) error, error) {
+func newTracing(cfg config.TracingConfig, given trace.TracerProvider, log *slog.Logger) (trace.Tracer, func(context.Context) error, error) {
 	noop := func(context.Context) error { return nil }
 	if given != nil {
 		return given.Tracer(tracerName), noop, nil
@@ -67,6 +69,11 @@ func newTracing(cfg config.TracingConfig, given trace.TracerProvider) (trace.Tra
 	if err != nil {
 		return nil, nil, fmt.Errorf("[tracing]: the resource attributes: %w", err)
 	}
+	// The SDK reports a failed export to the global error handler, which
+	// would print it with the standard logger: send it to the server's.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("tracing: spans were not exported", "endpoint", cfg.Endpoint, "err", err)
+	}))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))))
 	return tp.Tracer(tracerName), tp.Shutdown, nil

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/hex"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,5 +133,35 @@ func TestTracingExportsOverOTLP(t *testing.T) {
 	}
 	if len(recv.services) == 0 {
 		t.Error("no resource with a service.name")
+	}
+}
+
+// TestTracingCollectorDown: with the collector unreachable, calls succeed,
+// the failed export is logged by the server, and Shutdown still returns.
+func TestTracingCollectorDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	srv := testserver.Start(t, testserver.Options{RealTime: true,
+		Config: "[tracing]\nenabled = true\nendpoint = \"" + down + "\"\n"})
+	ctx := context.Background()
+	c, err := sepp.NewClient(ctx, srv.URL, sepp.Config{FailFast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "q", JobType: "t"}); err != nil {
+		t.Fatalf("enqueue with the collector down: %v", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = srv.Shutdown(sctx)
+	t.Logf("Shutdown took %v: %v", time.Since(start), err)
+	if !strings.Contains(srv.Logs.String(), "tracing: spans were not exported") {
+		t.Errorf("no log line of the failed export; logs:\n%s", srv.Logs.String())
 	}
 }
