@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -165,5 +167,40 @@ func TestBackupUnsupportedOnPostgres(t *testing.T) {
 	var se *sepp.Error
 	if !errors.Is(err, sepp.ErrBackupUnsupported) || !errors.As(err, &se) || se.Code != "failed_precondition" || !strings.Contains(err.Error(), "pg_dump") {
 		t.Fatalf("CreateBackup on PostgreSQL: %v, want FAILED_PRECONDITION BACKUP_UNSUPPORTED naming pg_dump", err)
+	}
+}
+
+// The server removes every copy at start (those a server before it left,
+// which nobody can fetch: their ids lived in its memory) and at shutdown.
+func TestBackupLeftoversRemoved(t *testing.T) {
+	var root string
+	srv := testserver.Start(t, testserver.Options{WrapStore: func(st store.Store) store.Store {
+		b, _ := store.As[store.Backuper](st)
+		root = b.BackupRoot()
+		if err := os.MkdirAll(filepath.Join(root, "left-by-a-crash"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// Registered after the data directory and before the server's
+		// shutdown: it runs after the shutdown, before the directory goes.
+		t.Cleanup(func() {
+			if entries, err := os.ReadDir(root); err != nil || len(entries) != 0 {
+				t.Errorf("after shutdown the backup folder holds %v (%v), want nothing", entries, err)
+			}
+		})
+		return st
+	}})
+	if _, err := os.Stat(filepath.Join(root, "left-by-a-crash")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a copy left from before the start is still there: %v", err)
+	}
+	c, err := sepp.Connect(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateBackup(context.Background()); err != nil { // not deleted: shutdown removes it
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 1 {
+		t.Fatalf("the backup folder holds %v, want the one copy", entries)
 	}
 }
