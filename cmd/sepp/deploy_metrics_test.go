@@ -63,6 +63,12 @@ name = "app"
 dialect = "sqlite"
 url_env = "DEPLOY_TEST_APP_DB"
 poll_interval_ms = 20
+
+[[schedules]]
+name = "heartbeat"
+cron = "@every 1s"
+queue = "mail"
+job_type = "beat"
 `), 0o644)
 	logf, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
 	if err != nil {
@@ -143,7 +149,8 @@ poll_interval_ms = 20
 
 // exerciseMetrics does what the named metrics count: enqueues and a hit, a
 // delivery that dies, a held job, an effect claim, a webhook request, an
-// outbox row (valid and refused); the server's sweeper runs on its own.
+// outbox row (valid and refused); the server's sweeper and the schedule
+// run on their own.
 func exerciseMetrics(t *testing.T, c *sepp.Client, db *sql.DB, url string) {
 	t.Helper()
 	ctx := context.Background()
