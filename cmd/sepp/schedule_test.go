@@ -114,14 +114,12 @@ func checkEveryTickOnce(t *testing.T, store string, ticks []time.Time) {
 // while nodes are killed with SIGKILL and restarted at random, with a
 // stretch where every PostgreSQL node is down. Each store must then hold
 // exactly one job per tick, none missing from the first tick to the last.
-// 10 s of wall time in the default tier, 60 s in the full tier
-// (SEPP_CI_FULL=1). It asserts counts, never timings.
+// 60 s of wall time, about 70 s with the nodes' starts and the read back
+// (measured), so it runs in the default tier; -short skips it. It asserts
+// counts, never timings.
 func TestScheduleUnderKills(t *testing.T) {
 	skipShort(t)
-	window := 10 * time.Second
-	if os.Getenv("SEPP_CI_FULL") == "1" {
-		window = 60 * time.Second
-	}
+	const window = 60 * time.Second
 	config := scheduleTestConfig("all")
 	_, pg := clusterWith(t, 3, config)
 	nodes := append(slices.Clone(pg), embeddedNode(t, config))
