@@ -2,6 +2,7 @@ package sepp_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -221,5 +223,69 @@ func TestTraceContextInjection(t *testing.T) {
 	}
 	if !maps.Equal(full, before) || len(callerHeaders) != 1 {
 		t.Errorf("the caller's header maps were written to")
+	}
+}
+
+// TestTraceFailureAndReplay: a handler's error is recorded on its process
+// span, the server's fail span continues the same trace, and an effect that
+// ran on the first delivery shows as replayed on the second.
+func TestTraceFailureAndReplay(t *testing.T) {
+	installTracing()
+	srv := testserver.Start(t, testserver.Options{RealTime: true, TracerProvider: tracerProv,
+		Config: "[[queues]]\nname = \"pay\"\nbackoff_initial_ms = 1\nbackoff_max_ms = 1\n"})
+	c := connect(t, srv, sepp.Config{})
+	ctx, root := otel.Tracer("shop").Start(context.Background(), "pay")
+	if _, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "pay", JobType: "charge"}); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	id := root.SpanContext().TraceID()
+
+	done := make(chan struct{})
+	w := worker.New(c, worker.Config{Queues: []string{"pay"}, Concurrency: 1})
+	w.Handle("charge", func(ctx context.Context, job *worker.Job) ([]byte, error) {
+		_, err := effect.Do(ctx, c, "card.charge", "order-2", effect.Options{}, func(context.Context) ([]byte, error) {
+			return []byte("charged"), nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if job.Attempt == 1 {
+			return nil, errors.New("the receipt printer is out of paper")
+		}
+		close(done)
+		return nil, nil
+	})
+	wctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(wctx) }()
+	<-done
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+
+	var outcomes []string
+	var failed, fail int
+	for _, s := range spans.GetSpans() {
+		if s.SpanContext.TraceID() != id {
+			continue
+		}
+		switch s.Name {
+		case "sepp.effect card.charge":
+			outcomes = append(outcomes, attr(s, "sepp.effect.outcome").Emit())
+		case "sepp.process pay":
+			if s.Status.Code == codes.Error && strings.Contains(s.Status.Description, "out of paper") {
+				failed++
+			}
+		case "sepp.server.fail":
+			fail++
+		}
+	}
+	if strings.Join(outcomes, ",") != "ran,replayed" {
+		t.Errorf("effect outcomes %v, want ran on the first delivery and replayed on the second", outcomes)
+	}
+	if failed != 1 || fail != 1 {
+		t.Errorf("%d process spans with the handler's error, %d server fail spans; want 1 and 1", failed, fail)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -163,5 +165,44 @@ func TestTracingCollectorDown(t *testing.T) {
 	t.Logf("Shutdown took %v: %v", time.Since(start), err)
 	if !strings.Contains(srv.Logs.String(), "tracing: spans were not exported") {
 		t.Errorf("no log line of the failed export; logs:\n%s", srv.Logs.String())
+	}
+}
+
+// TestTracingBatchOfManyTraces: a batch whose jobs carry the contexts of
+// two producers is a span of its own trace that links to both; a batch of
+// one producer's jobs is that producer's child.
+func TestTracingBatchOfManyTraces(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	srv := testserver.Start(t, testserver.Options{TracerProvider: tp})
+	ctx := context.Background()
+	c, err := sepp.NewClient(ctx, srv.URL, sepp.Config{FailFast: true, DisableBatching: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tp1 := map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	tp2 := map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	for _, batch := range [][]map[string]string{{tp1, tp2, tp1}, {tp2, tp2}} {
+		var reqs []sepp.EnqueueRequest
+		for _, h := range batch {
+			reqs = append(reqs, sepp.EnqueueRequest{Queue: "q", JobType: "t", Headers: h})
+		}
+		if _, err := c.EnqueueBatch(ctx, reqs, sepp.BatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := exp.GetSpans()
+	if len(got) != 2 {
+		t.Fatalf("%d spans, want one per batch", len(got))
+	}
+	mixed, one := got[0], got[1]
+	if mixed.Parent.IsValid() || len(mixed.Links) != 2 ||
+		mixed.Links[0].SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" ||
+		mixed.Links[1].SpanContext.TraceID().String() != "0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("the batch of two traces: parent %v, links %+v; want a root span linking to both", mixed.Parent, mixed.Links)
+	}
+	if one.SpanContext.TraceID().String() != "0af7651916cd43dd8448eb211c80319c" || one.Parent.SpanID().String() != "b7ad6b7169203331" || len(one.Links) != 0 {
+		t.Errorf("the batch of one trace: trace %s parent %s links %d; want the producer's child", one.SpanContext.TraceID(), one.Parent.SpanID(), len(one.Links))
 	}
 }
