@@ -65,7 +65,8 @@ func backupCmd(env *cliEnv) *cobra.Command {
 	return cmd
 }
 
-// checkEmptyDir returns nil when dir does not exist or is an empty folder.
+// checkEmptyDir returns nil when dir does not exist or is an empty folder
+// (lost+found, which a new volume's file system holds, does not count).
 func checkEmptyDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	switch {
@@ -73,11 +74,16 @@ func checkEmptyDir(dir string) error {
 		return nil
 	case err != nil:
 		return err
-	case len(entries) > 0:
-		return fmt.Errorf("not empty (%s, ...)", entries[0].Name())
+	}
+	for _, e := range entries {
+		if e.Name() != lostFound {
+			return fmt.Errorf("not empty (%s, ...)", e.Name())
+		}
 	}
 	return nil
 }
+
+const lostFound = "lost+found"
 
 // runBackup asks the server for a copy, fetches it into dir and has the
 // server delete it, whatever happened. A backup that fails leaves dir as it
@@ -272,7 +278,10 @@ opened there once to check that it opens clean and holds what the manifest
 counts, and only then is the folder renamed to PATH: a restore that fails
 leaves nothing half made. PATH must be new or empty; with --force, a PATH
 that holds files is moved aside to PATH.replaced-TIME first, never deleted
-(refused while a server holds it). Then start sepp serve on PATH.
+(refused while a server holds it). A PATH that is the root of a volume (the
+container image's /data) cannot be renamed: the new folder is made inside
+it, what it held goes to PATH/.replaced-TIME, and the restored files are
+moved into place. Then start sepp serve on PATH.
 
 What was acknowledged after the backup began is not in it.`
 
@@ -331,7 +340,8 @@ func runRestore(ctx context.Context, from, data string) (*restored, error) {
 	// A data directory that holds files is locked before anything is
 	// copied, so that one a server runs on is refused at once, and stays
 	// locked until it has been moved aside.
-	if checkEmptyDir(data) != nil {
+	hadFiles := checkEmptyDir(data) != nil
+	if hadFiles {
 		lock, err := pebble.LockData(data)
 		if err != nil {
 			return nil, fmt.Errorf("restore: %w", err)
@@ -342,12 +352,22 @@ func runRestore(ctx context.Context, from, data string) (*restored, error) {
 	if _, err := rand.Read(suffix[:]); err != nil {
 		return nil, err
 	}
+	// The restore is made on the data directory's file system, so that it
+	// is renamed into place: beside it, or inside it when it is the root of
+	// a volume, which cannot be renamed.
+	inPlace := isMountPoint(data)
 	tmp := filepath.Join(filepath.Dir(data), "."+filepath.Base(data)+".restoring-"+hex.EncodeToString(suffix[:]))
+	if inPlace {
+		tmp = filepath.Join(data, ".restoring-"+hex.EncodeToString(suffix[:]))
+	}
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("restore: make %s beside the data directory: %w", tmp, err)
 	}
 	r, err := restoreInto(ctx, m, from, tmp)
-	if err == nil {
+	switch {
+	case err == nil && inPlace:
+		r.aside, err = replaceInPlace(tmp, data, hadFiles)
+	case err == nil:
 		r.aside, err = replaceData(tmp, data)
 	}
 	if err != nil {
@@ -522,6 +542,65 @@ func copyChecked(from, to string, f *seppv1.BackupFile) error {
 	}
 	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.GetSha256() {
 		return refusef("restore: the backup is damaged: %s has the SHA-256 %s, its manifest says %s; restore another backup", f.GetPath(), sum, f.GetSha256())
+	}
+	return nil
+}
+
+// replaceInPlace moves the restored files from tmp, a folder inside data
+// (the root of a volume), up into data, after moving what data held, if
+// anything, into data/.replaced-TIME; it returns that folder. Unlike a
+// rename this is not one step, so the order is chosen for a crash part-way:
+// Pebble's marker files leave data last and come back first, so a data
+// directory caught in between names a MANIFEST whose files are missing,
+// which the store refuses to open, and is never taken for a new, empty
+// store. lost+found stays where it is.
+func replaceInPlace(tmp, data string, hadFiles bool) (aside string, err error) {
+	if hadFiles {
+		aside = filepath.Join(data, ".replaced-"+time.Now().UTC().Format("20060102T150405Z"))
+		if err := os.Mkdir(aside, 0o755); err != nil {
+			return "", fmt.Errorf("restore: make %s: %w", aside, err)
+		}
+		if err := moveEntries(data, aside, false, filepath.Base(tmp), filepath.Base(aside), lostFound); err != nil {
+			return aside, fmt.Errorf("restore: move what %s held into %s: %w", data, aside, err)
+		}
+		if err := syncDir(aside); err != nil {
+			return aside, err
+		}
+	}
+	if err := moveEntries(tmp, data, true); err != nil {
+		return aside, fmt.Errorf("restore: move the restored files from %s into %s: %w", tmp, data, err)
+	}
+	if err := os.Remove(tmp); err != nil {
+		return aside, err
+	}
+	return aside, syncDir(data)
+}
+
+// moveEntries renames every entry of from into to but those named in skip,
+// Pebble's marker files first or last.
+func moveEntries(from, to string, markersFirst bool, skip ...string) error {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	isMarker := func(e os.DirEntry) bool { return strings.HasPrefix(e.Name(), "marker.") }
+	slices.SortStableFunc(entries, func(a, b os.DirEntry) int {
+		ma, mb := isMarker(a), isMarker(b)
+		switch {
+		case ma == mb:
+			return 0
+		case ma == markersFirst:
+			return -1
+		}
+		return 1
+	})
+	for _, e := range entries {
+		if slices.Contains(skip, e.Name()) {
+			continue
+		}
+		if err := os.Rename(filepath.Join(from, e.Name()), filepath.Join(to, e.Name())); err != nil {
+			return err
+		}
 	}
 	return nil
 }

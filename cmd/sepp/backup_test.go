@@ -3,17 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/store/pebble"
 )
 
@@ -272,5 +276,95 @@ func TestRestoreRefusals(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(aside[0], pebble.AckMarkFile)); err != nil {
 		t.Errorf("the data set aside lacks its files: %v", err)
+	}
+}
+
+// TestRestoreIntoMountPoint: a data directory that is the root of a volume
+// (the container image's /data) cannot be renamed; sepp restore fills it
+// instead, moving what it held into .replaced-TIME inside it, and leaves
+// lost+found alone. The restored store opens clean there.
+func TestRestoreIntoMountPoint(t *testing.T) {
+	skipShort(t)
+	if os.Geteuid() != 0 {
+		t.Skip("mounts a tmpfs, which takes root (CI runs this as root)")
+	}
+	bin := buildSepp(t)
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount a tmpfs: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { // before t.TempDir removes mnt
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v\n%s", mnt, err, out)
+		}
+	})
+	if err := os.Mkdir(filepath.Join(mnt, lostFound), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// The volume's own store, with one job, stopped.
+	srv := startServe(t, bin, mnt)
+	ctx := context.Background()
+	c, err := sepp.Connect(ctx, "http://"+srv.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "old", JobType: "t", IdempotencyKey: sepp.Key("old")}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	srv.signal(syscall.SIGTERM)
+
+	// A backup of another server, with other jobs.
+	other := startServe(t, bin, t.TempDir())
+	c, err = sepp.Connect(ctx, "http://"+other.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Enqueue(ctx, sepp.EnqueueRequest{Queue: "new", JobType: "t", IdempotencyKey: sepp.Key("new")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	dir := filepath.Join(t.TempDir(), "backup")
+	if out, code := runSepp(t, bin, "backup", "--to", dir, "--addr", "http://"+other.addr); code != 0 {
+		t.Fatalf("sepp backup: exit %d\n%s", code, out)
+	}
+
+	out, code := runSepp(t, bin, "restore", "--from", dir, "--data", mnt, "--force")
+	if code != 0 || !strings.Contains(out, "was moved to "+filepath.Join(mnt, ".replaced-")) {
+		t.Fatalf("sepp restore into a mount point: exit %d\n%s", code, out)
+	}
+	entries, err := os.ReadDir(mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		if strings.HasPrefix(e.Name(), ".restoring-") {
+			t.Errorf("the restore left %s behind", e.Name())
+		}
+	}
+	if !slices.Contains(names, lostFound) {
+		t.Errorf("lost+found was moved: %v", names)
+	}
+	aside, _ := filepath.Glob(filepath.Join(mnt, ".replaced-*", pebble.AckMarkFile))
+	if len(aside) != 1 {
+		t.Errorf("the volume's old store was not kept in .replaced-*: %v", names)
+	}
+	st, err := pebble.Open(ctx, pebble.Options{Path: mnt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if d := st.Recovery().Damaged; len(d) != 0 {
+		t.Fatalf("the restored store reports damage: %q", d)
+	}
+	got, err := st.LookupDedup(ctx, &store.LookupDedupParams{Queue: "new", Key: "new", Now: time.Now()})
+	if err != nil || got == nil || hex.EncodeToString(got.Record.JobID[:]) != strings.ReplaceAll(res.JobID, "-", "") {
+		t.Fatalf("key new on the restored volume: %+v, %v; want job %s", got, err, res.JobID)
+	}
+	if got, err := st.LookupDedup(ctx, &store.LookupDedupParams{Queue: "old", Key: "old", Now: time.Now()}); !errors.Is(err, store.ErrDedupNotFound) {
+		t.Fatalf("the volume's old key is still served: %+v, %v", got, err)
 	}
 }
