@@ -25,9 +25,9 @@ const (
 	HeaderTracestate  = "tracestate"
 )
 
-// TraceAttributes are the attributes every Sepp span carries, after the
-// OpenTelemetry messaging conventions.
-var TraceAttributes = []attribute.KeyValue{attribute.String("messaging.system", "sepp")}
+// MessagingSystem is the attribute every Sepp span carries, after the
+// OpenTelemetry messaging conventions: messaging.system = "sepp".
+func MessagingSystem() attribute.KeyValue { return attribute.String("messaging.system", "sepp") }
 
 // Propagator is what the client injects a job's trace context with, and
 // the worker extracts it with: the global propagator
@@ -59,7 +59,7 @@ func startEnqueueSpan(ctx context.Context, pbs []*seppv1.EnqueueRequest) (contex
 		}
 	}
 	name := "sepp.enqueue"
-	attrs := append(slices.Clip(TraceAttributes), attribute.String("messaging.operation.type", "send"),
+	attrs := append(make([]attribute.KeyValue, 0, 6), MessagingSystem(), attribute.String("messaging.operation.type", "send"),
 		attribute.String("messaging.operation.name", "enqueue"))
 	if queue != "" {
 		name += " " + queue

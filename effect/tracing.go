@@ -3,7 +3,6 @@ package effect
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -17,7 +16,7 @@ import (
 // Its name holds the scope, not the key: a key names one effect of many
 // ("order-9.invoice"), too many for span names, so it is an attribute.
 func startEffectSpan(ctx context.Context, scope, key string) (context.Context, trace.Span) {
-	attrs := append(slices.Clip(sepp.TraceAttributes),
+	attrs := append(make([]attribute.KeyValue, 0, 8), sepp.MessagingSystem(),
 		attribute.String("sepp.effect.scope", scope), attribute.String("sepp.effect.key", key))
 	return otel.Tracer(sepp.TracerName).Start(ctx, "sepp.effect "+scope, trace.WithAttributes(attrs...))
 }

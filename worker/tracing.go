@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -30,7 +29,7 @@ func startProcessSpan(ctx context.Context, job *Job) (context.Context, trace.Spa
 	if !producer.IsValid() {
 		return ctx, nil
 	}
-	attrs := append(slices.Clip(sepp.TraceAttributes),
+	attrs := append(make([]attribute.KeyValue, 0, 8), sepp.MessagingSystem(),
 		attribute.String("messaging.operation.type", "process"),
 		attribute.String("messaging.operation.name", "process"),
 		attribute.String("messaging.destination.name", job.Queue),
