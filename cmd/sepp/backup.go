@@ -382,7 +382,9 @@ func runRestore(ctx context.Context, from, data string) (*restored, error) {
 func readBackupManifest(dir string) (*seppv1.BackupManifest, error) {
 	b, err := os.ReadFile(filepath.Join(dir, manifestFile))
 	if errors.Is(err, os.ErrNotExist) {
-		if _, serr := os.Stat(dir); serr != nil {
+		if _, serr := os.Stat(dir); errors.Is(serr, os.ErrNotExist) {
+			return nil, refusef("restore: --from %s: no such folder", dir)
+		} else if serr != nil {
 			return nil, refusef("restore: --from %s: %v", dir, serr)
 		}
 		return nil, refusef("restore: %s has no %s: it is not a backup sepp backup wrote (or its fetch did not finish)", dir, manifestFile)
