@@ -18,6 +18,11 @@
 // ack or error. Keyed enqueues whose
 // fate is unknown after a transport error are resent with the same key, which
 // makes the retry harmless.
+//
+// An Enqueue or EnqueueBatch whose ctx carries an OpenTelemetry span runs in
+// a producer span "sepp.enqueue <queue>" and writes its W3C trace context
+// into the jobs' headers (traceparent, tracestate), so the worker's span of
+// the job continues the trace (docs/observability.md, "Tracing").
 package sepp
 
 import (

@@ -15,6 +15,10 @@
 // A handler's error retries the job with the queue's backoff; Permanent(err)
 // dead-letters it at once; RetryAfter(err, d) retries it after d. A panic is a
 // failure whose error carries the stack.
+//
+// A job that carries a traceparent header (an enqueue in an OpenTelemetry
+// span) runs in a consumer span "sepp.process <queue>", the producer span's
+// child, on the global tracer provider; the handler's ctx carries it.
 package worker
 
 import (
