@@ -87,44 +87,65 @@ func startEnqueueSpan(ctx context.Context, pbs []*seppv1.EnqueueRequest) (contex
 	return ctx, span
 }
 
-// injectTraceContext adds ctx's trace context to the job's headers, in a
-// copy (the caller's map is never written). It adds nothing, and reports
-// false, when the job already sets traceparent or tracestate in any case
-// (the caller's choice wins), or when the added headers would take the
-// job past the server's header limits (config.MaxHeaderEntries,
-// config.MaxHeaderBytes): a job the server would accept without them must
-// not be refused because of them.
+// injectTraceContext adds ctx's trace context to the job's headers
+// (withTraceContext) and reports whether it did.
 func injectTraceContext(ctx context.Context, prop propagation.TextMapPropagator, pb *seppv1.EnqueueRequest) bool {
+	h, ok := withTraceContext(ctx, prop, pb.Headers)
+	pb.Headers = h
+	return ok
+}
+
+// TraceHeaders returns headers with the W3C trace context of ctx's span
+// added (traceparent, and tracestate when the trace has one), for a job
+// written some other way than through Enqueue: package outbox adds it to
+// the rows it writes. It returns headers itself, unchanged, when ctx
+// carries no span, when headers already hold traceparent or tracestate,
+// or when the two would take them past the server's header limits. It
+// never writes to headers.
+func TraceHeaders(ctx context.Context, headers map[string]string) map[string]string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return headers
+	}
+	h, _ := withTraceContext(ctx, Propagator(), headers)
+	return h
+}
+
+// withTraceContext returns a copy of headers with ctx's trace context
+// added, and true; or headers itself and false when they already set
+// traceparent or tracestate in any case (the caller's choice wins), or
+// when the added headers would take them past the server's header limits
+// (config.MaxHeaderEntries, config.MaxHeaderBytes): a job the server would
+// accept without them must not be refused because of them.
+func withTraceContext(ctx context.Context, prop propagation.TextMapPropagator, headers map[string]string) (map[string]string, bool) {
 	size := 0
-	for k, v := range pb.Headers {
+	for k, v := range headers {
 		if strings.EqualFold(k, HeaderTraceparent) || strings.EqualFold(k, HeaderTracestate) {
-			return false
+			return headers, false
 		}
 		size += len(k) + len(v)
 	}
 	carrier := propagation.MapCarrier{}
 	prop.Inject(ctx, carrier)
 	if len(carrier) == 0 {
-		return true
+		return headers, true
 	}
 	for k, v := range carrier {
-		if _, taken := pb.Headers[k]; taken {
-			return false
+		if _, taken := headers[k]; taken {
+			return headers, false
 		}
 		size += len(k) + len(v)
 	}
-	if len(pb.Headers)+len(carrier) > config.MaxHeaderEntries || size > config.MaxHeaderBytes {
-		return false
+	if len(headers)+len(carrier) > config.MaxHeaderEntries || size > config.MaxHeaderBytes {
+		return headers, false
 	}
-	headers := make(map[string]string, len(pb.Headers)+len(carrier))
-	for k, v := range pb.Headers {
-		headers[k] = v
+	out := make(map[string]string, len(headers)+len(carrier))
+	for k, v := range headers {
+		out[k] = v
 	}
 	for k, v := range carrier {
-		headers[k] = v
+		out[k] = v
 	}
-	pb.Headers = headers
-	return true
+	return out, true
 }
 
 // endEnqueueSpan records an enqueue's outcome on its span (nil: not

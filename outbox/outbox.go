@@ -74,6 +74,9 @@ func EnqueuePgx(ctx context.Context, tx pgx.Tx, req sepp.EnqueueRequest) (string
 // sepp.ErrInvalidField, sepp.ErrPayloadTooLarge, ...) for a request the
 // server would refuse, and the driver's error when the insert fails.
 func (w Writer) Enqueue(ctx context.Context, tx Execer, req sepp.EnqueueRequest) (string, error) {
+	// A row written in a traced request carries its trace context to the
+	// job, as an Enqueue would (docs/observability.md).
+	req.Headers = sepp.TraceHeaders(ctx, req.Headers)
 	query, args, id, err := w.row(req)
 	if err != nil {
 		return "", err
@@ -91,6 +94,7 @@ func (w Writer) EnqueuePgx(ctx context.Context, tx interface {
 	if w.Dialect != Postgres {
 		return "", fmt.Errorf("outbox: EnqueuePgx writes to PostgreSQL, but the Writer's dialect is %v", w.Dialect)
 	}
+	req.Headers = sepp.TraceHeaders(ctx, req.Headers)
 	query, args, id, err := w.row(req)
 	if err != nil {
 		return "", err

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	_ "modernc.org/sqlite"
 
 	"github.com/sepp-dev/sepp"
@@ -420,3 +422,47 @@ func (g *errgroup) Go(f func() error) {
 }
 
 func (g *errgroup) Wait() error { g.wg.Wait(); return g.err }
+
+// TestWriterTraceContext: a row written in a traced request carries the
+// request's trace context in its headers, beside the app's own; a row
+// written outside any span carries none.
+func TestWriterTraceContext(t *testing.T) {
+	a := openApp(t, outbox.SQLite)
+	w := outbox.Writer{Dialect: outbox.SQLite}
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("app").Start(context.Background(), "signup")
+	defer span.End()
+	headersOf := func(id string) map[string]string {
+		t.Helper()
+		var raw sql.NullString
+		if err := a.db.QueryRow("SELECT headers FROM sepp_outbox WHERE id = ?", id).Scan(&raw); err != nil {
+			t.Fatal(err)
+		}
+		h := map[string]string{}
+		if raw.Valid {
+			if err := json.Unmarshal([]byte(raw.String), &h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return h
+	}
+	own := map[string]string{"X-Source": "signup"}
+	traced, err := w.Enqueue(ctx, a.db, sepp.EnqueueRequest{Queue: "mail", JobType: "welcome", Headers: own})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "00-" + span.SpanContext().TraceID().String() + "-" + span.SpanContext().SpanID().String() + "-01"
+	if h := headersOf(traced); h["traceparent"] != want || h["X-Source"] != "signup" {
+		t.Errorf("traced row: headers %v, want traceparent %s beside the app's", h, want)
+	}
+	if len(own) != 1 {
+		t.Errorf("the app's headers map was written to: %v", own)
+	}
+	plain, err := w.Enqueue(context.Background(), a.db, sepp.EnqueueRequest{Queue: "mail", JobType: "welcome"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := headersOf(plain); len(h) != 0 {
+		t.Errorf("untraced row: headers %v, want none", h)
+	}
+}
