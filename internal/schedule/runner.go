@@ -190,8 +190,11 @@ func (r *Runner) Run(ctx context.Context) {
 		}
 		r.advanceThrough(p.Through)
 		delay = retryFirst
-		if len(p.Fire) > 0 && len(p.Fire) >= r.cfg.Batch {
-			continue // catching up under "all": the next batch now
+		if pending := r.cfg.Spec.Next(r.Info().Through); !pending.IsZero() && !pending.After(now) {
+			// Ticks remain in (Through, now]: the next batch under "all",
+			// or the ticks that came while owed ones were retried, which
+			// the next pass plans under catch_up. Never slept past.
+			continue
 		}
 		next := r.cfg.Spec.Next(latest(r.Info().Through, now))
 		if next.IsZero() {

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/gen/sepp/v1/seppv1connect"
+	"github.com/sepp-dev/sepp/internal/store"
 	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
@@ -145,5 +148,69 @@ func TestScheduleCatchUpAfterRestart(t *testing.T) {
 				t.Fatalf("after tick 6: %v\nwant %v", got, want)
 			}
 		})
+	}
+}
+
+// unavailableEnqueues is a store whose EnqueueBatch fails, as a database
+// that cannot be reached does, while fail is set.
+type unavailableEnqueues struct {
+	store.Store
+	fail atomic.Bool
+}
+
+func (u *unavailableEnqueues) EnqueueBatch(ctx context.Context, p *store.EnqueueBatchParams) ([]store.EnqueueResult, error) {
+	if u.fail.Load() {
+		return nil, fmt.Errorf("%w: cannot reach PostgreSQL; retry", store.ErrUnavailable)
+	}
+	return u.Store.EnqueueBatch(ctx, p)
+}
+
+// TestScheduleRetriesAFailedTick: a tick whose enqueue fails is retried and
+// never skipped, even under catch_up = "none", while the ticks that came
+// and went while the store could not be written are, as "none" says; the
+// error shows in ListSchedules and the metrics until a tick fires again.
+func TestScheduleRetriesAFailedTick(t *testing.T) {
+	t.Parallel()
+	u := &unavailableEnqueues{}
+	srv := testserver.Start(t, testserver.Options{Config: scheduleConfig("none"), ClockTimers: true,
+		WrapStore: func(s store.Store) store.Store { u.Store = s; return u }})
+	admin := seppv1connect.NewAdminServiceClient(http.DefaultClient, srv.URL)
+	info := func() *seppv1.ScheduleInfo {
+		res, err := admin.ListSchedules(context.Background(), &seppv1.ListSchedulesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.GetSchedules()[0]
+	}
+	awaitIdle(t, srv)
+	u.fail.Store(true)
+	srv.Clock.Advance(10 * time.Second) // tick 1 comes; its enqueue fails
+	testserver.Await(t, "the failed tick's error", func() bool { return info().GetLastError() != "" })
+	if e := info().GetLastError(); !strings.Contains(e, "unavailable") && !strings.Contains(e, "PostgreSQL") {
+		t.Errorf("last_error %q does not say what failed", e)
+	}
+	if info().GetLastTick() != nil {
+		t.Fatalf("a last tick while every enqueue fails: %v", info())
+	}
+
+	u.fail.Store(false)
+	srv.Clock.Advance(25 * time.Second) // the retry, after ticks 2 and 3 came and went
+	awaitIdle(t, srv)
+	if got, want := tickKeys(t, srv), keysOf(1); !slices.Equal(got, want) {
+		t.Fatalf("after the retry: %v\nwant %v (tick 1 retried; 2 and 3 passed over under none)", got, want)
+	}
+	if s := info(); s.GetLastError() != "" || !s.GetLastTick().AsTime().Equal(tickAt(1)) {
+		t.Fatalf("after the retry: %v", s)
+	}
+	srv.Clock.Advance(5 * time.Second) // tick 4 fires when it comes
+	testserver.Await(t, "the job of tick 4", func() bool { return slices.Equal(tickKeys(t, srv), keysOf(1, 4)) })
+	for sample, ok := range map[string]func(float64) bool{
+		`sepp_schedule_errors_total{schedule="tick"}`:                  func(v float64) bool { return v >= 1 },
+		`sepp_schedule_ticks_total{outcome="skipped",schedule="tick"}`: func(v float64) bool { return v == 2 },
+		`sepp_schedule_ticks_total{outcome="created",schedule="tick"}`: func(v float64) bool { return v == 2 },
+	} {
+		if v, found := metricValue(t, http.DefaultClient, srv, sample); !found || !ok(v) {
+			t.Errorf("%s = %v (present: %v)", sample, v, found)
+		}
 	}
 }
