@@ -44,6 +44,7 @@ import {
 } from "./errors.js";
 import { isWellFormed, utf8Length } from "./keys.js";
 import { toBytes, type BytesLike } from "./types.js";
+import { tracedEffect } from "./tracing.js";
 import type { SeppClient } from "./client.js";
 
 /** What a call does while another holder runs the effect: wait for its result, or throw {@link EffectInProgressError}. */
@@ -160,6 +161,11 @@ export class Effects {
    *   in raise mode, {@link UnavailableError} when the server cannot be reached (fail closed).
    */
   async do(scope: string, key: string, fn: EffectFn, options: EffectOptions = {}): Promise<EffectResult> {
+    // In a span sepp.effect <scope> inside a traced handler (tracing.ts).
+    return tracedEffect(scope, key, fn, (f) => this.doEffect(scope, key, f, options));
+  }
+
+  private async doEffect(scope: string, key: string, fn: EffectFn, options: EffectOptions): Promise<EffectResult> {
     const o = { ...this.defaults, ...options };
     const ttlMs = o.ttlMs && o.ttlMs > 0 ? o.ttlMs : 24 * 3600_000;
     const leaseMs = o.leaseMs && o.leaseMs > 0 ? o.leaseMs : 30_000;

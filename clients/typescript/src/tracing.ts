@@ -11,6 +11,7 @@
  * @module
  */
 import type * as OtelApi from "@opentelemetry/api";
+import { EffectInProgressError } from "./errors.js";
 import { utf8Length } from "./keys.js";
 
 type Api = typeof OtelApi;
@@ -174,6 +175,46 @@ export function tracedProcess<T>(
     try {
       return await handle();
     } catch (err) {
+      recordError(a, span, err);
+      throw err;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/**
+ * Runs an `Effects.do` call in a span `sepp.effect <scope>`, the child of
+ * the active span (a traced handler's), when there is one. Its
+ * `sepp.effect.outcome` says what the call did: `ran`, `replayed` (a stored
+ * result came back; fn did not run), `unprotected` (failOpen), `failed` (fn
+ * threw, or its result could not be recorded), `in_progress` (raise mode)
+ * or `not_run`.
+ *
+ * @internal
+ */
+export function tracedEffect<R extends { replayed: boolean; unprotected: boolean }, A extends unknown[], V>(
+  scope: string,
+  key: string,
+  fn: (...args: A) => V,
+  run: (fn: (...args: A) => V) => Promise<R>,
+): Promise<R> {
+  if (api === undefined) return loadApi().then(() => tracedEffect(scope, key, fn, run));
+  const active = api?.trace.getActiveSpan();
+  if (!api || !active || !api.trace.isSpanContextValid(active.spanContext())) return run(fn);
+  const a = api;
+  const attributes = { "messaging.system": "sepp", "sepp.effect.scope": scope, "sepp.effect.key": key };
+  return a.trace.getTracer(TRACER_NAME).startActiveSpan(`sepp.effect ${scope}`, { attributes }, async (span) => {
+    let ran = false;
+    try {
+      const res = await run((...args: A) => {
+        ran = true;
+        return fn(...args);
+      });
+      span.setAttribute("sepp.effect.outcome", res.replayed ? "replayed" : res.unprotected ? "unprotected" : "ran");
+      return res;
+    } catch (err) {
+      span.setAttribute("sepp.effect.outcome", ran ? "failed" : err instanceof EffectInProgressError ? "in_progress" : "not_run");
       recordError(a, span, err);
       throw err;
     } finally {

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { context, trace, propagation, SpanKind } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
-import { SeppClient, Worker, type Logger, type WorkerJob } from "sepp";
+import { SeppClient, Worker, Effects, type Logger, type WorkerJob } from "sepp";
 import { TestServer } from "./server.js";
 
 const quiet: Logger = { info() {}, warn() {} };
@@ -104,6 +104,41 @@ test("a job without a trace context runs untraced, and gets no header", async ()
     const job = await handleOne(client, "plain");
     assert.deepEqual(job.headers, {});
     assert.equal(exporter.getFinishedSpans().length, before);
+  } finally {
+    client.close();
+  }
+});
+
+test("an effect in a traced handler is a span of its own, the handler span's child", async () => {
+  const client = await SeppClient.connect(server.addr);
+  try {
+    const traceId = "0af7651916cd43dd8448eb211c80319c";
+    await client.enqueue({ queue: "effects", jobType: "t", headers: { traceparent: `00-${traceId}-b7ad6b7169203331-01` } });
+    const effects = new Effects(client);
+    const worker = new Worker(client, { queues: ["effects"], concurrency: 1, waitMs: 1000, logger: quiet });
+    let handled!: () => void;
+    const got = new Promise<void>((res) => (handled = res));
+    worker.handleAll(async () => {
+      await effects.do("mail.receipt", "order-7", async () => "sent");
+      await effects.do("mail.receipt", "order-7", async () => "sent again");
+      handled();
+    });
+    const running = worker.run();
+    await got;
+    await worker.stop();
+    await running;
+    const spans = exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId);
+    const process = spans.find((s) => s.name === "sepp.process effects");
+    const effectSpans = spans.filter((s) => s.name === "sepp.effect mail.receipt");
+    assert.ok(process, `spans of the trace: ${spans.map((s) => s.name)}`);
+    assert.deepEqual(
+      effectSpans.map((s) => s.attributes["sepp.effect.outcome"]),
+      ["ran", "replayed"],
+    );
+    for (const s of effectSpans) {
+      assert.equal(s.parentSpanContext?.spanId, process.spanContext().spanId);
+      assert.equal(s.attributes["sepp.effect.key"], "order-7");
+    }
   } finally {
     client.close();
   }
