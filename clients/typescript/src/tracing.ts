@@ -4,8 +4,9 @@
  * active span run in a producer span `sepp.enqueue <queue>` and carry its W3C
  * trace context in the jobs' headers (`traceparent`, `tracestate`); the
  * worker runs a handler whose job carries a `traceparent` in a consumer span
- * `sepp.process <queue>`, the producer's child. Without the package, or
- * without an active span, nothing is added and nothing is traced.
+ * `sepp.process <queue>`, the producer's child, and `Effects.do` inside it
+ * in a span `sepp.effect <scope>`. Without the package, or without an
+ * active span, nothing is added and nothing is traced.
  *
  * @internal
  * @module
