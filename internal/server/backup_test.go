@@ -146,6 +146,33 @@ func TestBackupLimitedToken(t *testing.T) {
 	if _, err := c.CreateBackup(ctx); !errors.Is(err, sepp.ErrPermissionDenied) || !strings.Contains(err.Error(), "copy the store") {
 		t.Fatalf("CreateBackup with a token limited to payments*: %v, want PERMISSION_DENIED", err)
 	}
+
+	// An admin token for every queue: CreateBackup and DeleteBackup have an
+	// audit line, the reads of the files none.
+	admin, err := sepp.NewClient(ctx, srv.URL, sepp.Config{Token: adminSecret, FailFast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	b, err := admin.CreateBackup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ReadBackup(ctx, b.ID, b.Manifest.GetFiles()[0].GetPath(), &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.DeleteBackup(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	logs := srv.Logs.String()
+	for _, want := range []string{"token=ops call=sepp.v1.AdminService/CreateBackup", "token=ops call=sepp.v1.AdminService/DeleteBackup", "token=pay call=sepp.v1.AdminService/CreateBackup"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("no audit line with %q:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "ReadBackupFile") {
+		t.Errorf("an audit line for ReadBackupFile:\n%s", logs)
+	}
 }
 
 // On PostgreSQL, CreateBackup is FAILED_PRECONDITION, BACKUP_UNSUPPORTED,
