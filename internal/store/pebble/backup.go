@@ -59,6 +59,9 @@ func (s *Store) backup(dir string, p *store.BackupParams) (*store.BackupCopy, er
 	if err != nil {
 		return nil, fmt.Errorf("pebble: checkpoint into %s: %w", dir, err)
 	}
+	if err := trimNewestLog(dir); err != nil {
+		return nil, fmt.Errorf("pebble: the copy's newest write-ahead log in %s: %w", dir, err)
+	}
 	c, held, err := describeCopy(dir, p.Now.UnixMicro())
 	if err != nil {
 		return nil, fmt.Errorf("pebble: read the copy in %s: %w", dir, err)
@@ -95,6 +98,65 @@ func (s *Store) checkpoint(dir string) (ackCount, error) {
 		return db.Checkpoint(dir, pebble.WithFlushedWAL())
 	})
 	return acked, err
+}
+
+// trimNewestLog cuts the copy's newest log after its last whole record.
+// Pebble reuses old log files: the live log, which has no end-of-log
+// trailer until it is closed, may be followed in its file by the records of
+// the log the file held before, and the log scan at open (scanWAL) reads
+// those as a damaged record. The writer was held while the log was copied
+// (checkpoint), so nothing after its last whole record was written for
+// this log. Were a damaged record in the middle of the live log cut here
+// with the commits after it, the copy would hold fewer commits than the
+// store had made, and backup refuses it.
+func trimNewestLog(dir string) error {
+	wals, err := listWALs(dir)
+	if err != nil || len(wals) == 0 {
+		return err
+	}
+	w := wals[len(wals)-1]
+	path := filepath.Join(dir, w.name)
+	end, clean, err := wholeRecordsEnd(path, w.num)
+	if err != nil || clean {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(end)
+	if err == nil {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// wholeRecordsEnd reads the log at path and returns the offset after its
+// last whole record, and whether the log ends there cleanly.
+func wholeRecordsEnd(path string, num uint64) (end int64, clean bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	rr, err := newRecordReader(f, num)
+	if err != nil {
+		return 0, false, err
+	}
+	for {
+		r, err := rr.Next()
+		if err == nil {
+			_, err = io.Copy(io.Discard, r)
+		}
+		switch {
+		case err == nil:
+			end = rr.Offset()
+		case errors.Is(err, io.EOF):
+			return end, true, nil
+		default:
+			return end, false, nil
+		}
+	}
 }
 
 // describeCopy opens the checkpoint in dir read-only (replaying its log in

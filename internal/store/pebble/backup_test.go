@@ -2,6 +2,7 @@ package pebble_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -39,8 +40,17 @@ func restoreCopy(t *testing.T, c *store.BackupCopy) *pebble.Store {
 // before it was asked for, with its job, and its copy opens with nothing
 // reported damaged or lost: the mark it carries is the count it holds.
 func TestBackupWhileWriting(t *testing.T) {
+	for _, mem := range []uint64{0, 256 << 10} {
+		t.Run(fmt.Sprintf("memtable %d", mem), func(t *testing.T) { backupWhileWriting(t, mem) })
+	}
+}
+
+// backupWhileWriting runs TestBackupWhileWriting with memtables of mem
+// bytes (0: the default): small ones are flushed while the producers write,
+// so the copy holds tables as well as logs, and Pebble reuses log files.
+func backupWhileWriting(t *testing.T, mem uint64) {
 	ctx := context.Background()
-	s, err := pebble.Open(ctx, pebble.Options{Path: t.TempDir()})
+	s, err := pebble.Open(ctx, pebble.Options{Path: t.TempDir(), MemTableSize: mem})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +85,7 @@ func TestBackupWhileWriting(t *testing.T) {
 				mu.Lock()
 				acked[key] = res[0].JobID
 				mu.Unlock()
-				if i == 50 {
+				if i == 400 {
 					started <- struct{}{}
 				}
 			}
@@ -99,6 +109,7 @@ func TestBackupWhileWriting(t *testing.T) {
 	if c.Dir != filepath.Join(s.BackupRoot(), "b1") || c.SchemaVersion != 2 || c.AckedCommits == 0 || c.AckedJobs < int64(len(before)) {
 		t.Fatalf("copy %+v: want the folder b1 under %s, schema 2, and at least %d jobs acknowledged", c, s.BackupRoot(), len(before))
 	}
+	t.Logf("%d keys acknowledged before the backup; the copy: %d commits, %d jobs, files %v", len(before), c.AckedCommits, c.AckedJobs, c.Files)
 	var haveMark bool
 	for _, f := range c.Files {
 		haveMark = haveMark || f.Path == pebble.AckMarkFile

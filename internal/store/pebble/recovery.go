@@ -119,33 +119,10 @@ type walScan struct {
 // log there.
 func scanWAL(dir string) (walScan, error) {
 	var scan walScan
-	entries, err := os.ReadDir(dir)
+	wals, err := listWALs(dir)
 	if err != nil {
 		return scan, err
 	}
-	type wal struct {
-		name string
-		num  uint64
-	}
-	var wals []wal
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".log") {
-			continue
-		}
-		digits := strings.TrimSuffix(name, ".log")
-		if i := strings.IndexByte(digits, '-'); i >= 0 {
-			digits = digits[:i] // a failover segment: NNNNNN-SSS.log
-		}
-		n, err := strconv.ParseUint(digits, 10, 64)
-		if err != nil {
-			continue
-		}
-		wals = append(wals, wal{name, n})
-	}
-	sort.Slice(wals, func(i, j int) bool {
-		return wals[i].num < wals[j].num || wals[i].num == wals[j].num && wals[i].name < wals[j].name
-	})
 	for i, w := range wals {
 		scan.logs = append(scan.logs, w.name)
 		torn, clean, err := scan.read(filepath.Join(dir, w.name), w.name, w.num)
@@ -159,6 +136,40 @@ func scanWAL(dir string) (walScan, error) {
 		}
 	}
 	return scan, nil
+}
+
+// walFile is a write-ahead log in a data directory.
+type walFile struct {
+	name string
+	num  uint64
+}
+
+// listWALs lists the write-ahead logs in dir, oldest first.
+func listWALs(dir string) ([]walFile, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var wals []walFile
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".log") {
+			continue
+		}
+		digits := strings.TrimSuffix(name, ".log")
+		if i := strings.IndexByte(digits, '-'); i >= 0 {
+			digits = digits[:i] // a failover segment: NNNNNN-SSS.log
+		}
+		n, err := strconv.ParseUint(digits, 10, 64)
+		if err != nil {
+			continue
+		}
+		wals = append(wals, walFile{name, n})
+	}
+	sort.Slice(wals, func(i, j int) bool {
+		return wals[i].num < wals[j].num || wals[i].num == wals[j].num && wals[i].name < wals[j].name
+	})
+	return wals, nil
 }
 
 // read reads one log, appending its group commits to scan.commits, and
