@@ -2,8 +2,10 @@ package pebble
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -206,9 +208,15 @@ func (scan *walScan) read(path, name string, num uint64) (tail string, clean boo
 		case errors.Is(err, io.EOF):
 			return "", true, nil
 		case errors.Is(err, pebblerecord.ErrUnexpectedEOF):
-			// Pebble stops here and drops the rest. Bytes that are not
-			// zero past the record being read mean more than a torn last
-			// write: a damaged record with more after it.
+			// Pebble stops here and drops the rest. In a reused log file
+			// what follows may be the records of the log the file held
+			// before: the log ends here.
+			if previousLogAfter(f, good, num) {
+				return "", true, nil
+			}
+			// Bytes that are not zero past the record being read mean
+			// more than a torn last write: a damaged record with more
+			// after it.
 			rest, torn, err := tornAt(f, good)
 			if err != nil {
 				return "", false, err
@@ -317,6 +325,41 @@ func setAsideAfterHole(dir string, logs []string, after string) (string, error) 
 	}
 	return fmt.Sprintf("the %s from %s on (%s), whose writes may depend on the missing ones, were moved to %s and not replayed: the store holds every write up to the hole and none after it",
 		plural(uint64(len(moved)), "log"), after, strings.Join(moved, ", "), lost), nil
+}
+
+// previousLogAfter reports whether the log file f, of log number num, holds
+// another log's records after off, the end of its last whole record. Pebble
+// reuses the files of logs it no longer needs, and a log that was not
+// closed (the live log at a crash, or in a backup's copy) has no end-of-log
+// trailer: its file goes on with the records of the log it held before,
+// which Pebble reads as the end of this one. The first chunk of the next
+// 32 KiB block tells (a block always begins with a chunk): a whole chunk,
+// its checksum right, that names another log.
+func previousLogAfter(f *os.File, off int64, num uint64) bool {
+	const blockSize = 32 << 10
+	next := (off/blockSize + 1) * blockSize
+	var h [11]byte
+	if _, err := f.ReadAt(h[:], next); err != nil {
+		return false
+	}
+	if h[6] < 5 || h[6] > 12 { // the chunk types that carry a log number
+		return false
+	}
+	header := int64(11)
+	if h[6] >= 9 { // the WAL-sync types add an 8-byte offset
+		header = 19
+	}
+	length := int64(binary.LittleEndian.Uint16(h[4:6]))
+	if next%blockSize+header+length > blockSize {
+		return false
+	}
+	chunk := make([]byte, header+length)
+	if _, err := f.ReadAt(chunk, next); err != nil {
+		return false
+	}
+	c := crc32.Checksum(chunk[6:], crc32.MakeTable(crc32.Castagnoli))
+	masked := (c>>15 | c<<17) + 0xa282ead8 // Pebble's masked CRC-32C
+	return masked == binary.LittleEndian.Uint32(h[0:4]) && binary.LittleEndian.Uint32(h[7:11]) != uint32(num)
 }
 
 // tornAt reads the log f from off, the end of its last whole record, to
