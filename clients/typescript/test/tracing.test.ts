@@ -1,6 +1,6 @@
-// Tracing: a job enqueued with the trace context the Go client writes (a
-// traceparent header) is handled by the TypeScript worker in a span that
-// continues that trace; an enqueue inside an active span carries the
+// Tracing: a job enqueued by the Go client inside a Go span (a real Go
+// producer, testdata/goproducer) is handled by the TypeScript worker in a
+// span that continues that trace; an enqueue inside an active span carries the
 // producer span's context to the handler's span; a job without one runs
 // untraced.
 import { test, before, after } from "node:test";
@@ -9,7 +9,8 @@ import { context, trace, propagation, SpanKind } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { SeppClient, Worker, Effects, type Logger, type WorkerJob } from "sepp";
-import { TestServer } from "./server.js";
+import { execFileSync } from "node:child_process";
+import { TestServer, repoDir } from "./server.js";
 
 const quiet: Logger = { info() {}, warn() {} };
 const exporter = new InMemorySpanExporter();
@@ -43,27 +44,28 @@ async function handleOne(client: SeppClient, queue: string): Promise<WorkerJob> 
 }
 
 test("a Go producer's trace is continued by the worker's handler span", async () => {
+  // A real Go producer: the Go client enqueues inside a span of the Go
+  // OpenTelemetry SDK (testdata/goproducer) and says which trace and which
+  // producer span the job carries.
+  const out = execFileSync("go", ["run", "./clients/typescript/test/testdata/goproducer", server.addr, "from-go"], {
+    cwd: repoDir,
+    encoding: "utf8",
+  });
+  const go = JSON.parse(out) as { traceId: string; producerSpanId: string; jobId: string };
   const client = await SeppClient.connect(server.addr);
   try {
-    // What the Go client writes for a producer span: propagation.TraceContext.
-    const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
-    const producerSpanId = "00f067aa0ba902b7";
-    const ack = await client.enqueue({
-      queue: "from-go",
-      jobType: "receipt",
-      headers: { traceparent: `00-${traceId}-${producerSpanId}-01` },
-    });
     const job = await handleOne(client, "from-go");
-    assert.equal(job.jobId, ack.jobId);
+    assert.equal(job.jobId, go.jobId);
+    assert.equal(job.headers["traceparent"], `00-${go.traceId}-${go.producerSpanId}-01`);
     const span = exporter.getFinishedSpans().find((s) => s.name === "sepp.process from-go");
     assert.ok(span, `no sepp.process span among ${exporter.getFinishedSpans().map((s) => s.name)}`);
-    assert.equal(span.spanContext().traceId, traceId);
-    assert.equal(span.parentSpanContext?.spanId, producerSpanId);
+    assert.equal(span.spanContext().traceId, go.traceId);
+    assert.equal(span.parentSpanContext?.spanId, go.producerSpanId);
     assert.equal(span.kind, SpanKind.CONSUMER);
-    assert.equal(span.links[0]?.context.spanId, producerSpanId);
+    assert.equal(span.links[0]?.context.spanId, go.producerSpanId);
     assert.equal(span.attributes["messaging.system"], "sepp");
     assert.equal(span.attributes["messaging.destination.name"], "from-go");
-    assert.equal(span.attributes["messaging.message.id"], ack.jobId);
+    assert.equal(span.attributes["messaging.message.id"], go.jobId);
     assert.equal(span.attributes["sepp.job.attempt"], 1);
   } finally {
     client.close();
