@@ -77,6 +77,50 @@ func (f *clientFlags) call(fn func(ctx context.Context, c *sepp.Client) error) e
 	return fn(ctx, c)
 }
 
+// listing is an admin list call for people and scripts: the API's JSON of
+// the answer with --json, else a table, header over one line per item, or
+// the line none when there are no items.
+type listing[T any] struct {
+	fetch  func(c *sepp.Client, ctx context.Context) ([]T, error) // a method expression: (*sepp.Client).ListOutboxes
+	proto  func([]T) proto.Message
+	none   string
+	header []string
+	cells  func(T) []string
+}
+
+func (l listing[T]) print(env *cliEnv) error {
+	cf := &env.cf
+	var items []T
+	err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
+		items, err = l.fetch(c, ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return cf.output(env.stdout, l.proto(items), nil)
+	}
+	if len(items) == 0 {
+		_, err := fmt.Fprintln(env.stdout, l.none)
+		return err
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(l.header, "\t"))
+	for _, it := range items {
+		fmt.Fprintln(tw, strings.Join(l.cells(it), "\t"))
+	}
+	return tw.Flush()
+}
+
+// orDash is s, or "-" for nothing.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // row is one line of a two-column table.
 type row struct{ k, v string }
 

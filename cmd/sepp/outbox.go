@@ -1,12 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"text/tabwriter"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sepp-dev/sepp"
@@ -52,36 +52,19 @@ func outboxSchemaCmd(env *cliEnv) *cobra.Command {
 func outboxListCmd(env *cliEnv) *cobra.Command {
 	cmd := &cobra.Command{Use: "list", Short: "the outboxes the server relays: lag, rows relayed and dead, last error", Args: cobra.NoArgs}
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		cf := &env.cf
-		var obs []sepp.OutboxInfo
-		err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
-			obs, err = c.ListOutboxes(ctx)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if cf.json {
-			return cf.output(env.stdout, outboxesProto(obs), nil)
-		}
-		if len(obs) == 0 {
-			_, err := fmt.Fprintln(env.stdout, "no [[outboxes]] in the server's config")
-			return err
-		}
-		tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "OUTBOX\tDIALECT\tTABLE\tLAG\tRELAYED\tDEAD\tLAST ERROR")
-		for _, o := range obs {
-			lag := o.Lag.Round(time.Millisecond).String()
-			if o.CheckedAt.IsZero() {
-				lag = "-"
-			}
-			last := o.LastError
-			if last == "" {
-				last = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", o.Name, o.Dialect, o.Table, lag, o.Relayed, o.Dead, last)
-		}
-		return tw.Flush()
+		return listing[sepp.OutboxInfo]{
+			fetch:  (*sepp.Client).ListOutboxes,
+			proto:  func(obs []sepp.OutboxInfo) proto.Message { return outboxesProto(obs) },
+			none:   "no [[outboxes]] in the server's config",
+			header: []string{"OUTBOX", "DIALECT", "TABLE", "LAG", "RELAYED", "DEAD", "LAST ERROR"},
+			cells: func(o sepp.OutboxInfo) []string {
+				lag := o.Lag.Round(time.Millisecond).String()
+				if o.CheckedAt.IsZero() {
+					lag = "-"
+				}
+				return []string{o.Name, o.Dialect, o.Table, lag, strconv.FormatInt(o.Relayed, 10), strconv.FormatInt(o.Dead, 10), orDash(o.LastError)}
+			},
+		}.print(env)
 	})
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/testserver"
 )
 
 // scheduleTestConfig is a schedule ticking every second on queue "beats".
@@ -198,4 +200,27 @@ func TestScheduleCatchUpLastAfterRestart(t *testing.T) {
 			lastBefore.Format(time.RFC3339), first.Format(time.RFC3339), stopped.Format(time.RFC3339Nano))
 	}
 	checkEveryTickOnce(t, "after the restart", resumed)
+}
+
+// TestCLISchedules: sepp schedules lists each schedule with its cron, zone,
+// queue, catch_up and ticks, as a table and as the API's JSON; a server
+// without schedules says so.
+func TestCLISchedules(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{RealTime: true, Config: "[[queues]]\nname = \"beats\"\n\n" + scheduleTestConfig("all")})
+	testserver.Await(t, "a tick fired", func() bool {
+		out, _, err := cli(t, "schedules", "--addr", srv.URL, "--json")
+		return err == nil && strings.Contains(out, `"lastTick": "20`)
+	})
+	out, _, err := cli(t, "schedules", "--addr", srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "SCHEDULE") || !regexp.MustCompile(`^beat +@every 1s +UTC +beats +all +20\S+Z +20\S+Z +-$`).MatchString(lines[1]) {
+		t.Fatalf("sepp schedules:\n%s", out)
+	}
+	empty := testserver.Start(t, testserver.Options{})
+	if out, _, err := cli(t, "schedules", "--addr", empty.URL); err != nil || out != "no [[schedules]] in the server's config\n" {
+		t.Fatalf("sepp schedules without schedules: %v %q", err, out)
+	}
 }

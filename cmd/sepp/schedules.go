@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sepp-dev/sepp"
@@ -18,29 +16,15 @@ import (
 func schedulesCmd(env *cliEnv) *cobra.Command {
 	cmd := &cobra.Command{Use: "schedules", Short: "the [[schedules]] the server fires: cron, last and next tick, last error", Args: cobra.NoArgs}
 	cmd.RunE = runE(func(cmd *cobra.Command, args []string) error {
-		cf := &env.cf
-		var ss []sepp.ScheduleInfo
-		err := cf.call(func(ctx context.Context, c *sepp.Client) (err error) {
-			ss, err = c.ListSchedules(ctx)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if cf.json {
-			return cf.output(env.stdout, schedulesProto(ss), nil)
-		}
-		if len(ss) == 0 {
-			_, err := fmt.Fprintln(env.stdout, "no [[schedules]] in the server's config")
-			return err
-		}
-		tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SCHEDULE\tCRON\tZONE\tQUEUE\tCATCH UP\tLAST TICK\tNEXT TICK\tLAST ERROR")
-		for _, s := range ss {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Cron, s.Timezone, s.Queue, s.CatchUp,
-				tickText(s.LastTick), tickText(s.NextTick), orDash(s.LastError))
-		}
-		return tw.Flush()
+		return listing[sepp.ScheduleInfo]{
+			fetch:  (*sepp.Client).ListSchedules,
+			proto:  func(ss []sepp.ScheduleInfo) proto.Message { return schedulesProto(ss) },
+			none:   "no [[schedules]] in the server's config",
+			header: []string{"SCHEDULE", "CRON", "ZONE", "QUEUE", "CATCH UP", "LAST TICK", "NEXT TICK", "LAST ERROR"},
+			cells: func(s sepp.ScheduleInfo) []string {
+				return []string{s.Name, s.Cron, s.Timezone, s.Queue, s.CatchUp, tickText(s.LastTick), tickText(s.NextTick), orDash(s.LastError)}
+			},
+		}.print(env)
 	})
 	return cmd
 }
@@ -51,13 +35,6 @@ func tickText(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func schedulesProto(ss []sepp.ScheduleInfo) *seppv1.ListSchedulesResponse {
