@@ -69,7 +69,18 @@ func (s *Server) openRelays() error {
 
 // runRelays runs the relays until Shutdown.
 func (s *Server) runRelays() {
-	if len(s.relays) == 0 {
+	loops := make([]func(context.Context), len(s.relays))
+	for i, r := range s.relays {
+		loops[i] = r.Run
+		s.log.Info("relaying outbox", "outbox", r.Info().Name, "dialect", r.Info().Dialect, "table", r.Info().Table)
+	}
+	s.runLoops(loops)
+}
+
+// runLoops runs each loop on a goroutine of its own, with a context that
+// Shutdown cancels, and Shutdown waits for them (s.bg).
+func (s *Server) runLoops(loops []func(context.Context)) {
+	if len(loops) == 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -79,13 +90,12 @@ func (s *Server) runRelays() {
 		<-s.stop
 		cancel()
 	}()
-	for _, r := range s.relays {
+	for _, run := range loops {
 		s.bg.Add(1)
 		go func() {
 			defer s.bg.Done()
-			r.Run(ctx)
+			run(ctx)
 		}()
-		s.log.Info("relaying outbox", "outbox", r.Info().Name, "dialect", r.Info().Dialect, "table", r.Info().Table)
 	}
 }
 

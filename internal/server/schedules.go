@@ -35,25 +35,13 @@ func (s *Server) openSchedules() error {
 // runSchedules runs each schedule's loop on a goroutine of its own until
 // Shutdown (the goroutine/owner/stop table of docs/architecture.md).
 func (s *Server) runSchedules() {
-	if len(s.schedules) == 0 {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		<-s.stop
-		cancel()
-	}()
-	for _, r := range s.schedules {
-		s.bg.Add(1)
-		go func() {
-			defer s.bg.Done()
-			r.Run(ctx)
-		}()
+	loops := make([]func(context.Context), len(s.schedules))
+	for i, r := range s.schedules {
+		loops[i] = r.Run
 		c := r.Config()
 		s.log.Info("running schedule", "schedule", c.Name, "cron", c.Cron, "queue", c.Queue, "catch_up", string(c.CatchUp))
 	}
+	s.runLoops(loops)
 }
 
 // ListSchedules reads each schedule's state from the store, which every
