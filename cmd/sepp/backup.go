@@ -148,7 +148,7 @@ func fetchBackup(ctx context.Context, cf *clientFlags, c *sepp.Client, b *sepp.B
 	if err := writeFileSync(filepath.Join(dir, manifestFile), b2); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return pebble.SyncDir(dir)
 }
 
 func fetchFile(ctx context.Context, c *sepp.Client, id string, f *seppv1.BackupFile, dir string) error {
@@ -215,15 +215,6 @@ func writeFileSync(path string, data []byte) error {
 		err = f.Sync()
 	}
 	return errors.Join(err, f.Close())
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func manifestCounts(m *seppv1.BackupManifest) (jobs, records int64) {
@@ -468,7 +459,7 @@ func restoreInto(ctx context.Context, m *seppv1.BackupManifest, from, tmp string
 			return nil, err
 		}
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := pebble.SyncDir(tmp); err != nil {
 		return nil, err
 	}
 	st, err := pebble.Open(ctx, pebble.Options{Path: tmp})
@@ -565,7 +556,7 @@ func replaceInPlace(tmp, data string, hadFiles bool) (aside string, err error) {
 		if err := moveEntries(data, aside, false, filepath.Base(tmp), filepath.Base(aside), lostFound); err != nil {
 			return aside, fmt.Errorf("restore: move what %s held into %s: %w", data, aside, err)
 		}
-		if err := syncDir(aside); err != nil {
+		if err := pebble.SyncDir(aside); err != nil {
 			return aside, err
 		}
 	}
@@ -575,7 +566,7 @@ func replaceInPlace(tmp, data string, hadFiles bool) (aside string, err error) {
 	if err := os.Remove(tmp); err != nil {
 		return aside, err
 	}
-	return aside, syncDir(data)
+	return aside, pebble.SyncDir(data)
 }
 
 // moveEntries renames every entry of from into to but those named in skip,
@@ -624,5 +615,5 @@ func replaceData(tmp, data string) (aside string, err error) {
 		}
 		return "", fmt.Errorf("restore: rename %s to %s: %w", tmp, data, err)
 	}
-	return aside, syncDir(filepath.Dir(data))
+	return aside, pebble.SyncDir(filepath.Dir(data))
 }

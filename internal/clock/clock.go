@@ -137,7 +137,7 @@ func NewAnchored(ctx context.Context, opts AnchoredOptions) (*Anchored, error) {
 	// (ahead, when the request waited on its way: a window shortened by
 	// that much): read again for a reading exact to startUncertainty.
 	for deadline := c.local.Now().Add(opts.StartWait); a.uncertainty > startUncertainty && c.local.Now().Before(deadline); {
-		if !c.sleep(ctx, retryPoorAnchor/5) {
+		if !Sleep(ctx, c.local, retryPoorAnchor/5) {
 			break
 		}
 		if b, err := c.read(ctx); err == nil && b.uncertainty < a.uncertainty {
@@ -188,18 +188,6 @@ func (c *Anchored) Close() {
 	})
 }
 
-// sleep waits d on the local clock, and reports false if ctx ended first.
-func (c *Anchored) sleep(ctx context.Context, d time.Duration) bool {
-	t := c.local.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
-}
-
 // read takes the source's time c.samples times and keeps the reading with
 // the shortest round trip, taking the reference time to be at its
 // midpoint. It fails only when every sample failed.
@@ -244,7 +232,7 @@ func (c *Anchored) resync(ctx context.Context, interval time.Duration) {
 		if cur := c.anchor.Load(); cur.uncertaintyAt(c.local.Now()) > wellAnchored {
 			wait = min(wait, retryPoorAnchor)
 		}
-		if !c.sleep(ctx, wait) {
+		if !Sleep(ctx, c.local, wait) {
 			return
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.timeout)

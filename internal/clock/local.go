@@ -1,6 +1,9 @@
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Local is a node's own clock: the time it reads and the timers it waits
 // on. An Anchored clock advances its readings by Local's elapsed time and
@@ -45,3 +48,19 @@ type systemTimer struct{ t *time.Timer }
 func (s systemTimer) C() <-chan time.Time        { return s.t.C }
 func (s systemTimer) Stop() bool                 { return s.t.Stop() }
 func (s systemTimer) Reset(d time.Duration) bool { return s.t.Reset(d) }
+
+// Sleep waits d on c, and reports false if ctx ended first (at once, for a
+// d of zero or less, whether ctx has ended).
+func Sleep(ctx context.Context, c Local, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}

@@ -146,7 +146,7 @@ func (r *Runner) Run(ctx context.Context) {
 		st, err := r.readState(ctx, started)
 		if err != nil {
 			fail("reading the schedule's state", err)
-			if !r.sleep(ctx, delay) {
+			if !clock.Sleep(ctx, r.opts.Local, delay) {
 				return
 			}
 			delay = min(2*delay, retryCap)
@@ -180,7 +180,7 @@ func (r *Runner) Run(ctx context.Context) {
 				}
 				owed = r.owedAfter(p.Fire)
 				fail("firing a tick", err)
-				if !r.sleep(ctx, delay) {
+				if !clock.Sleep(ctx, r.opts.Local, delay) {
 					return
 				}
 				delay = min(2*delay, retryCap)
@@ -202,7 +202,7 @@ func (r *Runner) Run(ctx context.Context) {
 			return
 		}
 		r.idle.Store(true)
-		ok := r.sleep(ctx, next.Sub(r.opts.Now()))
+		ok := clock.Sleep(ctx, r.opts.Local, next.Sub(r.opts.Now()))
 		r.idle.Store(false)
 		if !ok {
 			return
@@ -317,21 +317,6 @@ func (r *Runner) fire(ctx context.Context, ticks []time.Time) error {
 // job was made, on a queue with key_reuse = "reject_mismatch").
 func tickExists(e *seppv1.BatchItemError) bool {
 	return e != nil && (e.GetReason() == "DUPLICATE_JOB" || e.GetReason() == "IDEMPOTENCY_KEY_CONFLICT")
-}
-
-// sleep waits d on the local clock; false when ctx ended first.
-func (r *Runner) sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := r.opts.Local.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
 }
 
 func latest(ts ...time.Time) time.Time {

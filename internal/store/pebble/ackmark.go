@@ -117,7 +117,7 @@ func openAckMark(dir string) (m *ackMark, c ackCount, ok bool, damaged string, e
 	switch {
 	case n == 0:
 		// New: make its directory entry durable before a commit relies on it.
-		if err := syncDir(dir); err != nil {
+		if err := SyncDir(dir); err != nil {
 			m.close()
 			return nil, c, false, "", err
 		}
@@ -168,7 +168,7 @@ func writeAckMarkFile(dir string, c ackCount) error {
 	if err = errors.Join(err, f.Close()); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
 // syncer makes the mark durable after each write, off the answer path,
@@ -202,7 +202,9 @@ func (m *ackMark) close() error {
 	return errors.Join(err, m.f.Close())
 }
 
-func syncDir(dir string) error {
+// SyncDir makes the entries of dir durable: files created, renamed or
+// removed in it.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

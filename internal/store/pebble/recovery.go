@@ -320,7 +320,7 @@ func setAsideAfterHole(dir string, logs []string, after string) (string, error) 
 			return "", err
 		}
 	}
-	if err := errors.Join(syncDir(lost), syncDir(dir)); err != nil {
+	if err := errors.Join(SyncDir(lost), SyncDir(dir)); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("the %s from %s on (%s), whose writes may depend on the missing ones, were moved to %s and not replayed: the store holds every write up to the hole and none after it",
