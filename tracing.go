@@ -7,12 +7,12 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/internal/config"
+	"github.com/sepp-dev/sepp/internal/spans"
 )
 
 // TracerName is the instrumentation scope of the spans the Go client, the
@@ -27,7 +27,7 @@ const (
 
 // MessagingSystem is the attribute every Sepp span carries, after the
 // OpenTelemetry messaging conventions: messaging.system = "sepp".
-func MessagingSystem() attribute.KeyValue { return attribute.String("messaging.system", "sepp") }
+func MessagingSystem() attribute.KeyValue { return spans.MessagingSystem() }
 
 // Propagator is what the client injects a job's trace context with, and
 // the worker extracts it with: the global propagator
@@ -51,13 +51,7 @@ func startEnqueueSpan(ctx context.Context, pbs []*seppv1.EnqueueRequest) (contex
 	if !trace.SpanContextFromContext(ctx).IsValid() || len(pbs) == 0 {
 		return ctx, nil
 	}
-	queue := pbs[0].GetQueue()
-	for _, pb := range pbs[1:] {
-		if pb.GetQueue() != queue {
-			queue = ""
-			break
-		}
-	}
+	queue := spans.OneQueue(pbs)
 	name := "sepp.enqueue"
 	attrs := append(make([]attribute.KeyValue, 0, 6), MessagingSystem(), attribute.String("messaging.operation.type", "send"),
 		attribute.String("messaging.operation.name", "enqueue"))
@@ -154,11 +148,8 @@ func endEnqueueSpan(span trace.Span, ack *Ack, err error) {
 	if span == nil {
 		return
 	}
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	} else if ack != nil {
+	if err == nil && ack != nil {
 		span.SetAttributes(attribute.String("messaging.message.id", ack.JobID), attribute.Bool("sepp.deduplicated", ack.Deduplicated))
 	}
-	span.End()
+	spans.End(span, err)
 }

@@ -6,10 +6,10 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/spans"
 )
 
 // startEffectSpan starts the span of one Do call, a child of the handler's.
@@ -42,9 +42,5 @@ func endEffectSpan(span trace.Span, res *Result, ran bool, err error) {
 		outcome = "in_progress"
 	}
 	span.SetAttributes(attribute.String("sepp.effect.outcome", outcome))
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
+	spans.End(span, err)
 }

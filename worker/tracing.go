@@ -6,11 +6,11 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sepp-dev/sepp"
+	"github.com/sepp-dev/sepp/internal/spans"
 )
 
 // startProcessSpan starts the consumer span sepp.process <queue> around a
@@ -50,8 +50,6 @@ func endProcessSpan(span trace.Span, err error) {
 	if err != nil {
 		var p *permanentError
 		span.SetAttributes(attribute.Bool("sepp.job.permanent_failure", errors.As(err, &p)))
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
 	}
-	span.End()
+	spans.End(span, err)
 }

@@ -8,7 +8,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -17,6 +16,7 @@ import (
 
 	seppv1 "github.com/sepp-dev/sepp/gen/sepp/v1"
 	"github.com/sepp-dev/sepp/internal/config"
+	"github.com/sepp-dev/sepp/internal/spans"
 	"github.com/sepp-dev/sepp/internal/store"
 )
 
@@ -127,35 +127,12 @@ func (c *jobContexts) start(ctx context.Context, t trace.Tracer, name string, at
 
 // spanAttrs are the attributes of a server span on queues.
 func spanAttrs(operation, kind string, queues ...string) []attribute.KeyValue {
-	attrs := []attribute.KeyValue{attribute.String("messaging.system", "sepp"),
+	attrs := []attribute.KeyValue{spans.MessagingSystem(),
 		attribute.String("messaging.operation.name", operation), attribute.String("messaging.operation.type", kind)}
 	if len(queues) == 1 {
 		attrs = append(attrs, attribute.String("messaging.destination.name", queues[0]))
 	}
 	return attrs
-}
-
-// endSpan records err, if any, on span and ends it.
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
-}
-
-// oneQueue is the queue every job of reqs is on, or "".
-func oneQueue(reqs []*seppv1.EnqueueRequest) string {
-	if len(reqs) == 0 {
-		return ""
-	}
-	q := reqs[0].GetQueue()
-	for _, r := range reqs[1:] {
-		if r.GetQueue() != q {
-			return ""
-		}
-	}
-	return q
 }
 
 // Enqueue enqueues one job (enqueue.go), in a span when tracing is on.
@@ -213,7 +190,7 @@ func (j *jobService) tracedEnqueue(ctx context.Context, reqs []*seppv1.EnqueueRe
 		jc.add(r.GetHeaders(), "")
 	}
 	var attrs []attribute.KeyValue
-	if q := oneQueue(reqs); q != "" {
+	if q := spans.OneQueue(reqs); q != "" {
 		attrs = spanAttrs("enqueue", "send", q)
 	} else {
 		attrs = spanAttrs("enqueue", "send")
@@ -239,7 +216,7 @@ func (j *jobService) tracedEnqueue(ctx context.Context, reqs []*seppv1.EnqueueRe
 			span.SetAttributes(attribute.String("messaging.message.id", results[0].GetAck().GetJobId()))
 		}
 	}
-	endSpan(span, err)
+	spans.End(span, err)
 	return err
 }
 
@@ -307,7 +284,7 @@ func (w *workerService) tracedCompleteBatch(ctx context.Context, req *seppv1.Com
 		}
 		span.SetAttributes(attribute.Int("sepp.jobs.refused", lost))
 	}
-	endSpan(span, err)
+	spans.End(span, err)
 	return res, err
 }
 
@@ -326,6 +303,6 @@ func (w *workerService) tracedFail(ctx context.Context, req *seppv1.FailRequest)
 		}
 		span.SetAttributes(attribute.String("sepp.job.outcome", state))
 	}
-	endSpan(span, err)
+	spans.End(span, err)
 	return res, err
 }
