@@ -58,7 +58,7 @@ func backupCmd(env *cliEnv) *cobra.Command {
 		}
 		jobs, records := manifestCounts(m)
 		_, err = fmt.Fprintf(env.stdout, "backup written to %s: %d files, %s; %d jobs, %d dedup records, %d acknowledged commits (made %s by sepp %s)\n",
-			*to, len(m.GetFiles()), byteSize(filesSize(m)), jobs, records, m.GetAckedCommits(),
+			*to, len(m.GetFiles()), pebble.SizeText(uint64(filesSize(m))), jobs, records, m.GetAckedCommits(),
 			m.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), m.GetServerVersion())
 		return err
 	})
@@ -145,7 +145,10 @@ func fetchBackup(ctx context.Context, cf *clientFlags, c *sepp.Client, b *sepp.B
 	if err != nil {
 		return err
 	}
-	if err := writeFileSync(filepath.Join(dir, manifestFile), b2); err != nil {
+	if _, _, err := writeHashed(filepath.Join(dir, manifestFile), func(w io.Writer) (int64, error) {
+		n, err := w.Write(b2)
+		return int64(n), err
+	}); err != nil {
 		return err
 	}
 	return pebble.SyncDir(dir)
@@ -156,22 +159,11 @@ func fetchFile(ctx context.Context, c *sepp.Client, id string, f *seppv1.BackupF
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	n, sum, err := writeHashed(path, func(w io.Writer) (int64, error) { return c.ReadBackup(ctx, id, f.GetPath(), w) })
 	if err != nil {
-		return err
-	}
-	h := sha256.New()
-	n, err := c.ReadBackup(ctx, id, f.GetPath(), io.MultiWriter(out, h))
-	if err == nil {
-		err = out.Sync()
-	}
-	if err = errors.Join(err, out.Close()); err != nil {
 		return fmt.Errorf("fetch %s: %w", f.GetPath(), err)
 	}
-	if sum := hex.EncodeToString(h.Sum(nil)); n != f.GetSize() || sum != f.GetSha256() {
+	if n != f.GetSize() || sum != f.GetSha256() {
 		return fmt.Errorf("%s arrived as %d bytes with SHA-256 %s, the server's manifest says %d bytes, %s: run sepp backup again", f.GetPath(), n, sum, f.GetSize(), f.GetSha256())
 	}
 	return nil
@@ -205,16 +197,26 @@ func clearDir(dir string, existed bool) error {
 	return nil
 }
 
-func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+// writeHashed creates the file at path, which must not exist, and its
+// folders, with what fill writes, synced; it returns the file's size and
+// SHA-256 (lowercase hex).
+func writeHashed(path string, fill func(io.Writer) (int64, error)) (n int64, sum string, err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return 0, "", err
+	}
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return err
+		return 0, "", err
 	}
-	_, err = f.Write(data)
+	h := sha256.New()
+	n, err = fill(io.MultiWriter(out, h))
 	if err == nil {
-		err = f.Sync()
+		err = out.Sync()
 	}
-	return errors.Join(err, f.Close())
+	if err = errors.Join(err, out.Close()); err != nil {
+		return n, "", err
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func manifestCounts(m *seppv1.BackupManifest) (jobs, records int64) {
@@ -231,20 +233,6 @@ func filesSize(m *seppv1.BackupManifest) int64 {
 		n += f.GetSize()
 	}
 	return n
-}
-
-// byteSize writes n for people: 512 B, 3.4 KiB, 12.0 MiB.
-func byteSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
 // backupRefused is a restore's refusal of the backup itself: not a backup,
@@ -312,7 +300,7 @@ type restored struct {
 
 func (r *restored) print(w io.Writer, data string) error {
 	_, err := fmt.Fprintf(w, "restored the backup made %s by sepp %s into %s: %d files, %s\nthe store opened clean: %d jobs, %d dedup records in %d %s, as the manifest counts\n",
-		r.m.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), r.m.GetServerVersion(), data, len(r.m.GetFiles()), byteSize(filesSize(r.m)), r.jobs, r.records, r.queues, plural(int64(r.queues), "queue"))
+		r.m.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), r.m.GetServerVersion(), data, len(r.m.GetFiles()), pebble.SizeText(uint64(filesSize(r.m))), r.jobs, r.records, r.queues, plural(int64(r.queues), "queue"))
 	if err == nil && r.aside != "" {
 		_, err = fmt.Fprintf(w, "what %s held before was moved to %s\n", data, r.aside)
 	}
@@ -513,27 +501,16 @@ func copyChecked(from, to string, f *seppv1.BackupFile) error {
 		return err
 	}
 	dst, _ := localPath(to, f.GetPath())
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	_, sum, err := writeHashed(dst, func(w io.Writer) (int64, error) { return io.Copy(w, in) })
 	if err != nil {
 		return err
 	}
-	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(out, h), in)
-	if err == nil {
-		err = out.Sync()
-	}
-	if err = errors.Join(err, out.Close()); err != nil {
-		return err
-	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.GetSha256() {
+	if sum != f.GetSha256() {
 		return refusef("restore: the backup is damaged: %s has the SHA-256 %s, its manifest says %s; restore another backup", f.GetPath(), sum, f.GetSha256())
 	}
 	return nil

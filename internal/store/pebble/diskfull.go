@@ -126,7 +126,7 @@ func (w *openWatch) gaveUpError() error {
 	case isDiskFull(w.err):
 		return diskFull(w.dir, w.fs, need, w.err)
 	case need > 0:
-		return fmt.Errorf("writing the %s it replayed from the write-ahead log into a table failed, which Pebble would retry forever, so the store gave up; nothing was lost (the log is kept until that table is written): fix the disk, then start sepp again: %w", sizeText(need), w.err)
+		return fmt.Errorf("writing the %s it replayed from the write-ahead log into a table failed, which Pebble would retry forever, so the store gave up; nothing was lost (the log is kept until that table is written): fix the disk, then start sepp again: %w", SizeText(need), w.err)
 	}
 	return fmt.Errorf("a write or read failed while the store opened, so it gave up; nothing was lost: fix the disk, then start sepp again: %w", w.err)
 }
@@ -143,17 +143,17 @@ func isDiskFull(err error) bool {
 func diskFull(dir string, fs vfs.FS, need uint64, err error) error {
 	free := "how much is free could not be read"
 	if u, uerr := fs.GetDiskUsage(dir); uerr == nil {
-		free = sizeText(u.AvailBytes) + " free"
+		free = SizeText(u.AvailBytes) + " free"
 	}
 	if need == 0 {
 		return fmt.Errorf("the disk is full (%s); nothing was lost: free disk space, then start sepp again: %w", free, err)
 	}
 	return fmt.Errorf("the disk is full (%s): before it serves, the store writes the %s it replayed from the write-ahead log into a table, and needs about that much free; nothing was lost (the log is kept until that table is written): free disk space, then start sepp again: %w",
-		free, sizeText(need), err)
+		free, SizeText(need), err)
 }
 
-// sizeText writes a byte count for a person: 812 bytes, 4.0 KiB, 31.5 MiB.
-func sizeText(n uint64) string {
+// SizeText writes a byte count for a person: 812 bytes, 4.0 KiB, 31.5 MiB.
+func SizeText(n uint64) string {
 	const unit = 1024
 	if n < unit {
 		return plural(n, "byte")
