@@ -40,25 +40,6 @@ func runSepp(t *testing.T, bin string, args ...string) (string, int) {
 	return "", 0
 }
 
-// startServe starts `sepp serve` on data and stops it (SIGTERM) when the
-// test ends.
-func startServe(t *testing.T, bin, data string) *serverProcess {
-	t.Helper()
-	logf, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &serverProcess{t: t, bin: bin, addr: freePort(t), data: data, log: logf}
-	p.start()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.signal(syscall.SIGTERM)
-		}
-		logf.Close()
-	})
-	return p
-}
-
 // TestBackupRestoreUnderLoad is the acceptance test of sepp backup and sepp
 // restore: while 32 producers enqueue keyed jobs into a real server, sepp
 // backup copies its store; the copy, restored into a new data directory
@@ -69,7 +50,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	skipShort(t)
 	const producers = 32
 	bin := buildSepp(t)
-	src := startServe(t, bin, t.TempDir())
+	src := startNode(t, bin, t.TempDir(), nil)
 	ctx := context.Background()
 	c, err := sepp.Connect(ctx, "http://"+src.addr)
 	if err != nil {
@@ -137,7 +118,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	}
 	t.Logf("sepp restore: %s", strings.TrimSpace(out))
 
-	dst := startServe(t, bin, data)
+	dst := startNode(t, bin, data, nil)
 	c2, err := sepp.Connect(ctx, "http://"+dst.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +160,7 @@ func TestRestoreRefusals(t *testing.T) {
 	// A server restarted once holds its jobs in a table file (.sst), not
 	// only in its write-ahead log.
 	data := t.TempDir()
-	srv := startServe(t, bin, data)
+	srv := startNode(t, bin, data, nil)
 	c, err := sepp.Connect(ctx, "http://"+srv.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +172,7 @@ func TestRestoreRefusals(t *testing.T) {
 	}
 	c.Close()
 	srv.signal(syscall.SIGTERM)
-	srv = startServe(t, bin, data)
+	srv = startNode(t, bin, data, nil)
 	good := filepath.Join(t.TempDir(), "good")
 	if out, code := runSepp(t, bin, "backup", "--to", good, "--addr", "http://"+srv.addr); code != 0 {
 		t.Fatalf("sepp backup: exit %d\n%s", code, out)
@@ -302,7 +283,7 @@ func TestRestoreIntoMountPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The volume's own store, with one job, stopped.
-	srv := startServe(t, bin, mnt)
+	srv := startNode(t, bin, mnt, nil)
 	ctx := context.Background()
 	c, err := sepp.Connect(ctx, "http://"+srv.addr)
 	if err != nil {
@@ -315,7 +296,7 @@ func TestRestoreIntoMountPoint(t *testing.T) {
 	srv.signal(syscall.SIGTERM)
 
 	// A backup of another server, with other jobs.
-	other := startServe(t, bin, t.TempDir())
+	other := startNode(t, bin, t.TempDir(), nil)
 	c, err = sepp.Connect(ctx, "http://"+other.addr)
 	if err != nil {
 		t.Fatal(err)

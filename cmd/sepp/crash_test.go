@@ -113,6 +113,26 @@ func (p *serverProcess) start() {
 	}
 }
 
+// startNode starts a `sepp serve` of bin on the data directory data, with
+// args and env besides, logging to a file of its own, and stops it with
+// SIGTERM when the test ends, if it still runs then.
+func startNode(t *testing.T, bin, data string, args []string, env ...string) *serverProcess {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProcess{t: t, bin: bin, addr: freePort(t), data: data, log: logf, args: args, env: env}
+	p.start()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.signal(syscall.SIGTERM)
+		}
+		logf.Close()
+	})
+	return p
+}
+
 func (p *serverProcess) signal(sig syscall.Signal) {
 	p.t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {

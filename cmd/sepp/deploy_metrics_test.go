@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	_ "modernc.org/sqlite"
@@ -70,15 +69,7 @@ cron = "@every 1s"
 queue = "mail"
 job_type = "beat"
 `), 0o644)
-	logf, err := os.Create(filepath.Join(t.TempDir(), "server.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	p := &serverProcess{t: t, bin: buildSepp(t), addr: freePort(t), data: t.TempDir(), log: logf,
-		args: []string{"--config", cfg}, env: []string{"DEPLOY_TEST_APP_DB=" + dbPath}}
-	p.start()
-	defer p.signal(syscall.SIGTERM)
+	p := startNode(t, buildSepp(t), t.TempDir(), []string{"--config", cfg}, "DEPLOY_TEST_APP_DB="+dbPath)
 	url := "http://" + p.addr
 	c, err := sepp.Connect(ctx, url)
 	if err != nil {

@@ -25,25 +25,11 @@ func scheduleTestConfig(catchUp string) string {
 // embeddedNode starts a `sepp serve` on the embedded store with config.
 func embeddedNode(t *testing.T, config string) *serverProcess {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "sepp.toml")
+	cfg := filepath.Join(t.TempDir(), "sepp.toml")
 	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.Create(filepath.Join(dir, "node.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &serverProcess{t: t, bin: buildSepp(t), addr: freePort(t), data: filepath.Join(dir, "data"), log: logf,
-		args: []string{"--config", cfg}}
-	p.start()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.signal(syscall.SIGTERM)
-		}
-		logf.Close()
-	})
-	return p
+	return startNode(t, buildSepp(t), t.TempDir(), []string{"--config", cfg})
 }
 
 // tickJobs connects to node and returns the tick of every job on queue
